@@ -1,0 +1,255 @@
+/*
+ * epigemm.h - the C interface of epigemm: GEMMs of a transformer's linear layers fused with
+ * their epilogues (bias, GELU with the pre-activation saved, GELU gradient, bias gradients).
+ *
+ * The meaning of every call is docs/conventions.md. This header is valid C99.
+ *
+ * Two coordinate systems (docs/conventions.md, "Layout"):
+ *   - GEMM level (epigemm_gemm, epigemm_classic_gemm): column-major matrices, BLAS style,
+ *       D (gemm_m x gemm_n) = alpha * op(A) * op(B) + beta * D, then the epilogue.
+ *   - Layer level (epigemm_linear_*): row-major framework tensors, Y = X W^T + b and its
+ *     gradients, in tokens / in_features / out_features.
+ *
+ * Errors: every function returns an epigemm_status_t. When it is not EPIGEMM_STATUS_SUCCESS,
+ * epigemm_context_last_error(ctx) holds a message naming the argument, the value given and the
+ * value expected, and no output has been written.
+ *
+ * Threads: a context is used by one thread at a time (create one per thread); it holds backend
+ * state (handles, streams) and the last error. A GEMM description is a plain value owned by its
+ * creator: several threads may read one description concurrently, none may modify it meanwhile.
+ */
+#ifndef EPIGEMM_EPIGEMM_H
+#define EPIGEMM_EPIGEMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EPIGEMM_VERSION_MAJOR 0
+#define EPIGEMM_VERSION_MINOR 1
+#define EPIGEMM_VERSION_PATCH 0
+
+typedef enum epigemm_status_e {
+  EPIGEMM_STATUS_SUCCESS = 0,
+  EPIGEMM_STATUS_INVALID_VALUE = 1,          /* a bad argument: shape, pointer, ld, dtype, ... */
+  EPIGEMM_STATUS_NOT_SUPPORTED = 2,          /* a valid call the chosen backend cannot run    */
+  EPIGEMM_STATUS_INSUFFICIENT_WORKSPACE = 3, /* workspace smaller than epigemm_gemm_workspace_size */
+  EPIGEMM_STATUS_BACKEND_ERROR = 4,          /* the BLAS / CUDA runtime reported a failure       */
+  EPIGEMM_STATUS_OUT_OF_MEMORY = 5,          /* host allocation failed (context creation only)   */
+  EPIGEMM_STATUS_INTERNAL_ERROR = 6
+} epigemm_status_t;
+
+typedef enum epigemm_dtype_e {
+  EPIGEMM_DTYPE_F32 = 0,
+  EPIGEMM_DTYPE_F16 = 1,
+  EPIGEMM_DTYPE_BF16 = 2
+} epigemm_dtype_t;
+
+/* Where a buffer lives. Every operand of one call lives in the same place. */
+typedef enum epigemm_memory_e {
+  EPIGEMM_MEMORY_HOST = 0,
+  EPIGEMM_MEMORY_DEVICE = 1 /* CUDA device memory of the current device */
+} epigemm_memory_t;
+
+typedef enum epigemm_op_e {
+  EPIGEMM_OP_N = 0, /* op(X) = X   */
+  EPIGEMM_OP_T = 1  /* op(X) = X^T */
+} epigemm_op_t;
+
+/* The epilogues, in GEMM coordinates; acc = alpha * op(A) op(B) + beta * D_old in fp32.
+ *   DEFAULT        D = acc
+ *   BIAS           D = acc + bias[i]                                   bias: gemm_m
+ *   GELU_AUX       aux = acc; D = gelu_tanh(acc)                       aux: gemm_m x gemm_n (out)
+ *   GELU_AUX_BIAS  z = acc + bias[i]; aux = z; D = gelu_tanh(z)
+ *   DGELU          D = acc * gelu_tanh'(aux[i,j])                      aux: (in)
+ *   DGELU_BGRAD    g = acc * gelu_tanh'(aux); D = g; bias_grad[i] = sum_j g[i,j]   bias_grad: gemm_m
+ *   BGRADB         D = acc; bias_grad[j] = sum_p op(B)[p,j]            bias_grad: gemm_n */
+typedef enum epigemm_epilogue_e {
+  EPIGEMM_EPILOGUE_DEFAULT = 0,
+  EPIGEMM_EPILOGUE_BIAS = 1,
+  EPIGEMM_EPILOGUE_GELU_AUX = 2,
+  EPIGEMM_EPILOGUE_GELU_AUX_BIAS = 3,
+  EPIGEMM_EPILOGUE_DGELU = 4,
+  EPIGEMM_EPILOGUE_DGELU_BGRAD = 5,
+  EPIGEMM_EPILOGUE_BGRADB = 6
+} epigemm_epilogue_t;
+
+typedef enum epigemm_backend_e {
+  EPIGEMM_BACKEND_AUTO = 0,      /* the dispatcher picks among the usable backends */
+  EPIGEMM_BACKEND_REFERENCE = 1, /* CPU, double accumulation: the definition      */
+  EPIGEMM_BACKEND_CPU = 2,       /* CPU BLAS + vectorized epilogue kernels         */
+  EPIGEMM_BACKEND_CUDA = 3,      /* cuBLAS + epigemm's epilogue kernels            */
+  EPIGEMM_BACKEND_CUBLASLT = 4   /* cuBLASLt fused epilogues                       */
+} epigemm_backend_t;
+
+/* A column-major matrix (GEMM level): element (r, c) is at data[r + c * ld], ld >= rows. */
+typedef struct epigemm_matrix_s {
+  void *data;
+  epigemm_dtype_t dtype;
+  int64_t rows;
+  int64_t cols;
+  int64_t ld;
+  epigemm_memory_t memory;
+} epigemm_matrix_t;
+
+/* A row-major 2-D tensor (layer level): element (r, c) is at data[r * row_stride + c],
+ * row_stride >= cols. This is how a framework stores X[tokens, in_features]. */
+typedef struct epigemm_tensor_s {
+  void *data;
+  epigemm_dtype_t dtype;
+  int64_t rows;
+  int64_t cols;
+  int64_t row_stride;
+  epigemm_memory_t memory;
+} epigemm_tensor_t;
+
+/* A contiguous vector (bias, bias gradient). */
+typedef struct epigemm_vector_s {
+  void *data;
+  epigemm_dtype_t dtype;
+  int64_t length;
+  epigemm_memory_t memory;
+} epigemm_vector_t;
+
+typedef struct epigemm_context_s *epigemm_context_t;
+typedef struct epigemm_gemm_desc_s *epigemm_gemm_desc_t;
+
+/* ---- context ------------------------------------------------------------------------------ */
+
+/* Creates a context. On a machine with a GPU, GPU backend state (handles, streams, events) is
+ * created here once and reused by every call. */
+epigemm_status_t epigemm_context_create(epigemm_context_t *ctx /* out */);
+epigemm_status_t epigemm_context_destroy(epigemm_context_t ctx);
+
+/* The message of the last failed call on this context ("" after a success). Valid until the next
+ * call on the context. Never NULL for a non-NULL ctx. */
+const char *epigemm_context_last_error(epigemm_context_t ctx);
+
+/* Which backend ran the last successful GEMM on this context, and why the dispatcher chose it
+ * (e.g. "auto: cpu supports the call; preferred over reference"). */
+epigemm_status_t epigemm_context_last_backend(epigemm_context_t ctx,
+                                              epigemm_backend_t *backend /* out */,
+                                              const char **reason /* out, may be NULL */);
+
+/* Backend and TF32 choice for the calls that take no description: epigemm_classic_gemm and the
+ * epigemm_linear_* calls. Defaults: EPIGEMM_BACKEND_AUTO, TF32 off. */
+epigemm_status_t epigemm_context_set_backend(epigemm_context_t ctx, epigemm_backend_t backend);
+epigemm_status_t epigemm_context_set_allow_tf32(epigemm_context_t ctx, int allow_tf32);
+
+/* 1 when the backend is compiled in and can run on this machine (a GPU backend needs a GPU). */
+int epigemm_backend_usable(epigemm_context_t ctx, epigemm_backend_t backend);
+
+/* Static strings: "reference", "cpu", ...; "DGELU_BGRAD", ...; "f32", ...; "invalid value", ... */
+const char *epigemm_backend_name(epigemm_backend_t backend);
+const char *epigemm_epilogue_name(epigemm_epilogue_t epilogue);
+const char *epigemm_dtype_name(epigemm_dtype_t dtype);
+const char *epigemm_status_name(epigemm_status_t status);
+
+/* ---- GEMM description (the configuration object) ------------------------------------------ */
+
+/* Defaults: transa = transb = N, alpha = 1, beta = 0, epilogue DEFAULT, no bias / aux /
+ * bias_grad, TF32 off, backend AUTO. */
+epigemm_status_t epigemm_gemm_desc_create(epigemm_gemm_desc_t *desc /* out */);
+epigemm_status_t epigemm_gemm_desc_destroy(epigemm_gemm_desc_t desc);
+
+epigemm_status_t epigemm_gemm_desc_set_transpose(epigemm_gemm_desc_t desc, epigemm_op_t transa,
+                                                 epigemm_op_t transb);
+/* acc = alpha * op(A) op(B) + beta * D_old; beta != 0 reads D before it is written. */
+epigemm_status_t epigemm_gemm_desc_set_scalars(epigemm_gemm_desc_t desc, float alpha, float beta);
+epigemm_status_t epigemm_gemm_desc_set_epilogue(epigemm_gemm_desc_t desc,
+                                                epigemm_epilogue_t epilogue);
+/* bias (in): BIAS and GELU_AUX_BIAS, length gemm_m. NULL clears it. The vector is copied. */
+epigemm_status_t epigemm_gemm_desc_set_bias(epigemm_gemm_desc_t desc, const epigemm_vector_t *bias);
+/* aux: gemm_m x gemm_n. Out for GELU_AUX / GELU_AUX_BIAS (the pre-activation), in for DGELU /
+ * DGELU_BGRAD. NULL clears it. */
+epigemm_status_t epigemm_gemm_desc_set_aux(epigemm_gemm_desc_t desc, const epigemm_matrix_t *aux);
+/* bias_grad (out, overwritten): DGELU_BGRAD (length gemm_m) and BGRADB (length gemm_n). */
+epigemm_status_t epigemm_gemm_desc_set_bias_grad(epigemm_gemm_desc_t desc,
+                                                 const epigemm_vector_t *bias_grad);
+/* fp32 inputs run in full fp32 unless allowed here; ignored for fp16/bf16 inputs. */
+epigemm_status_t epigemm_gemm_desc_set_allow_tf32(epigemm_gemm_desc_t desc, int allow_tf32);
+epigemm_status_t epigemm_gemm_desc_set_backend(epigemm_gemm_desc_t desc,
+                                               epigemm_backend_t backend);
+
+/* The workspace, in bytes, that epigemm_gemm needs for this description and these operands
+ * (validated as by epigemm_gemm). Host memory for host operands, device memory for device ones. */
+epigemm_status_t epigemm_gemm_workspace_size(epigemm_context_t ctx, epigemm_gemm_desc_t desc,
+                                             const epigemm_matrix_t *A, const epigemm_matrix_t *B,
+                                             const epigemm_matrix_t *D, size_t *bytes /* out */);
+
+/* D (gemm_m x gemm_n) = epilogue(alpha * op(A) op(B) + beta * D_old).
+ *   A: gemm_m x gemm_k when transa = N, gemm_k x gemm_m when T (as stored)
+ *   B: gemm_k x gemm_n when transb = N, gemm_n x gemm_k when T
+ * stream: a cudaStream_t for device operands (NULL = the default stream); ignored on the host.
+ * GPU calls are stream-ordered: no allocation, no host synchronization, nothing read back. */
+epigemm_status_t epigemm_gemm(epigemm_context_t ctx, epigemm_gemm_desc_t desc,
+                              const epigemm_matrix_t *A, const epigemm_matrix_t *B,
+                              const epigemm_matrix_t *D, void *workspace, size_t workspace_bytes,
+                              void *stream);
+
+/* ---- the classic TransformerEngine-style call ---------------------------------------------- */
+
+/* Exactly the meaning of TransformerEngine's classic GEMM call (docs/conventions.md, "Classic
+ * call"): the epilogue follows from which of bias / pre_gelu_out are given and from grad:
+ *   bias  pre_gelu_out  grad  -> epilogue
+ *   no    no            any      DEFAULT
+ *   yes   no            no       BIAS           (bias in, length gemm_m)
+ *   yes   no            yes      BGRADB         (bias OUT: sum of op(B) over gemm_k, length gemm_n)
+ *   no    yes           no       GELU_AUX       (pre_gelu_out out)
+ *   no    yes           yes      DGELU          (pre_gelu_out in)
+ *   yes   yes           no       GELU_AUX_BIAS
+ *   yes   yes           yes      DGELU_BGRAD    (bias OUT, length gemm_m)
+ * accumulate != 0 means beta = 1; alpha = 1. bias / pre_gelu_out may be NULL or have NULL data.
+ * Backend and TF32 follow epigemm_context_set_backend / set_allow_tf32. */
+epigemm_status_t epigemm_classic_gemm(epigemm_context_t ctx, const epigemm_matrix_t *A,
+                                      const epigemm_matrix_t *B, const epigemm_matrix_t *D,
+                                      const epigemm_vector_t *bias,
+                                      const epigemm_matrix_t *pre_gelu_out, epigemm_op_t transa,
+                                      epigemm_op_t transb, int grad, void *workspace,
+                                      size_t workspace_bytes, int accumulate, void *stream);
+
+/* ---- layer level: Y[tokens, out] = X[tokens, in] W[out, in]^T + b[out] -------------------- */
+
+/* The workspace any one linear-layer call below may need for tensors of these sizes. */
+epigemm_status_t epigemm_linear_workspace_size(epigemm_context_t ctx, int64_t tokens,
+                                               int64_t in_features, int64_t out_features,
+                                               epigemm_dtype_t dtype, epigemm_memory_t memory,
+                                               size_t *bytes /* out */);
+
+/* Forward: Y = act(X W^T + b).
+ *   X [tokens, in] (in), W [out, in] (in), bias [out] (in, optional),
+ *   pre_gelu [tokens, out] (out, optional: when given, act = gelu_tanh and pre_gelu = X W^T + b;
+ *   when NULL, act = identity), Y [tokens, out] (out). */
+epigemm_status_t epigemm_linear_fprop(epigemm_context_t ctx, const epigemm_tensor_t *X,
+                                      const epigemm_tensor_t *W, const epigemm_vector_t *bias,
+                                      const epigemm_tensor_t *pre_gelu, const epigemm_tensor_t *Y,
+                                      void *workspace, size_t workspace_bytes, void *stream);
+
+/* Data gradient: dX = dY W, optionally through the GELU of the previous layer.
+ *   dY [tokens, out] (in), W [out, in] (in),
+ *   pre_gelu [tokens, in] (in, optional): the previous layer's saved pre-activation; when given
+ *     dX = (dY W) * gelu_tanh'(pre_gelu),
+ *   bias_grad [in] (out, optional, needs pre_gelu): sum over tokens of dX, the previous layer's
+ *     bias gradient,
+ *   dX [tokens, in] (out). */
+epigemm_status_t epigemm_linear_dgrad(epigemm_context_t ctx, const epigemm_tensor_t *dY,
+                                      const epigemm_tensor_t *W, const epigemm_tensor_t *pre_gelu,
+                                      const epigemm_vector_t *bias_grad, const epigemm_tensor_t *dX,
+                                      void *workspace, size_t workspace_bytes, void *stream);
+
+/* Weight gradient: dW (+)= dY^T X.
+ *   X [tokens, in] (in), dY [tokens, out] (in), dW [out, in] (out; accumulate != 0 adds to it),
+ *   bias_grad [out] (out, optional): sum over tokens of dY. */
+epigemm_status_t epigemm_linear_wgrad(epigemm_context_t ctx, const epigemm_tensor_t *X,
+                                      const epigemm_tensor_t *dY, const epigemm_tensor_t *dW,
+                                      int accumulate, const epigemm_vector_t *bias_grad,
+                                      void *workspace, size_t workspace_bytes, void *stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* EPIGEMM_EPIGEMM_H */

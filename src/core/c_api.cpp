@@ -1,0 +1,464 @@
+// The C boundary: builds a GemmCall from the public structs, runs it through the context, and
+// turns the internal Status into epigemm_status_t plus the context's last-error message.
+// No exception crosses this file's functions.
+#include <algorithm>
+#include <cstdint>
+#include <new>
+#include <string>
+
+#include "core/context.hpp"
+#include "core/layer_mapping.hpp"
+#include "core/names.hpp"
+#include "core/validate.hpp"
+#include "epigemm/epigemm.h"
+
+struct epigemm_context_s {
+  epigemm::Context context;
+};
+
+struct epigemm_gemm_desc_s {
+  epigemm_op_t transa = EPIGEMM_OP_N;
+  epigemm_op_t transb = EPIGEMM_OP_N;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+  epigemm_epilogue_t epilogue = EPIGEMM_EPILOGUE_DEFAULT;
+  bool has_bias = false;
+  epigemm_vector_t bias{};
+  bool has_aux = false;
+  epigemm_matrix_t aux{};
+  bool has_bias_grad = false;
+  epigemm_vector_t bias_grad{};
+  bool allow_tf32 = false;
+  epigemm_backend_t backend = EPIGEMM_BACKEND_AUTO;
+};
+
+namespace epigemm {
+namespace {
+
+Matrix to_matrix(const epigemm_matrix_t& m) {
+  Matrix out;
+  out.data = m.data;
+  out.dtype = m.dtype;
+  out.rows = m.rows;
+  out.cols = m.cols;
+  out.ld = m.ld;
+  out.memory = m.memory;
+  return out;
+}
+
+Vector to_vector(const epigemm_vector_t& v) {
+  Vector out;
+  out.data = v.data;
+  out.dtype = v.dtype;
+  out.length = v.length;
+  out.memory = v.memory;
+  return out;
+}
+
+// Runs `body` (returning Status), records the outcome in the context, converts exceptions.
+template <typename Body>
+epigemm_status_t guarded(epigemm_context_t ctx, Body&& body) {
+  if (ctx == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  Status status;
+  try {
+    status = body(ctx->context);
+  } catch (const std::bad_alloc&) {
+    status = Status(EPIGEMM_STATUS_OUT_OF_MEMORY, "host memory allocation failed");
+  } catch (const std::exception& e) {
+    status = Status(EPIGEMM_STATUS_INTERNAL_ERROR, std::string("internal error: ") + e.what());
+  } catch (...) {
+    status = Status(EPIGEMM_STATUS_INTERNAL_ERROR, "internal error: unknown exception");
+  }
+  try {
+    ctx->context.last_error = status.ok() ? std::string() : status.message();
+  } catch (...) {
+    // Keeping the message needs memory; the status code still tells the caller.
+  }
+  return status.code();
+}
+
+Status require(const void* pointer, const char* name) {
+  if (pointer == nullptr) return invalid(name, " is NULL; expected a descriptor");
+  return Status();
+}
+
+// The GEMM-level description call: the description's settings plus A, B, D.
+Status call_from_desc(const epigemm_gemm_desc_s* desc, const epigemm_matrix_t* A,
+                      const epigemm_matrix_t* B, const epigemm_matrix_t* D, GemmCall* call) {
+  if (desc == nullptr) return invalid("desc is NULL; expected a description from epigemm_gemm_desc_create");
+  EPIGEMM_RETURN_IF_ERROR(require(A, "A"));
+  EPIGEMM_RETURN_IF_ERROR(require(B, "B"));
+  EPIGEMM_RETURN_IF_ERROR(require(D, "D"));
+  call->transa = desc->transa;
+  call->transb = desc->transb;
+  call->alpha = desc->alpha;
+  call->beta = desc->beta;
+  call->epilogue = desc->epilogue;
+  call->has_bias = desc->has_bias;
+  call->bias = to_vector(desc->bias);
+  call->has_aux = desc->has_aux;
+  call->aux = to_matrix(desc->aux);
+  call->has_bias_grad = desc->has_bias_grad;
+  call->bias_grad = to_vector(desc->bias_grad);
+  call->allow_tf32 = desc->allow_tf32;
+  call->backend = desc->backend;
+  call->a = to_matrix(*A);
+  call->b = to_matrix(*B);
+  call->d = to_matrix(*D);
+  EPIGEMM_RETURN_IF_ERROR(validate_enums(*call));
+  gemm_dims_from_operands(call);
+  return Status();
+}
+
+// The classic decision table (docs/conventions.md, "Classic call").
+epigemm_epilogue_t classic_epilogue(bool bias, bool pre_gelu, bool grad) {
+  if (!bias && !pre_gelu) return EPIGEMM_EPILOGUE_DEFAULT;
+  if (bias && !pre_gelu) return grad ? EPIGEMM_EPILOGUE_BGRADB : EPIGEMM_EPILOGUE_BIAS;
+  if (!bias && pre_gelu) return grad ? EPIGEMM_EPILOGUE_DGELU : EPIGEMM_EPILOGUE_GELU_AUX;
+  return grad ? EPIGEMM_EPILOGUE_DGELU_BGRAD : EPIGEMM_EPILOGUE_GELU_AUX_BIAS;
+}
+
+void apply_context_defaults(const Context& context, GemmCall* call) {
+  call->backend = context.default_backend;
+  call->allow_tf32 = context.default_allow_tf32;
+}
+
+void attach_workspace(void* workspace, size_t workspace_bytes, void* stream, GemmCall* call) {
+  call->workspace = workspace;
+  call->workspace_bytes = workspace_bytes;
+  call->stream = stream;
+}
+
+}  // namespace
+}  // namespace epigemm
+
+using epigemm::Context;
+using epigemm::GemmCall;
+using epigemm::Status;
+
+extern "C" {
+
+epigemm_status_t epigemm_context_create(epigemm_context_t* ctx) {
+  if (ctx == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  *ctx = nullptr;
+  try {
+    *ctx = new epigemm_context_s();
+  } catch (const std::bad_alloc&) {
+    return EPIGEMM_STATUS_OUT_OF_MEMORY;
+  } catch (...) {
+    return EPIGEMM_STATUS_INTERNAL_ERROR;
+  }
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+epigemm_status_t epigemm_context_destroy(epigemm_context_t ctx) {
+  delete ctx;  // backends release their handles in their destructors, which do not throw
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+const char* epigemm_context_last_error(epigemm_context_t ctx) {
+  if (ctx == nullptr) return "ctx is NULL; expected a context from epigemm_context_create";
+  return ctx->context.last_error.c_str();
+}
+
+epigemm_status_t epigemm_context_last_backend(epigemm_context_t ctx, epigemm_backend_t* backend,
+                                              const char** reason) {
+  return epigemm::guarded(ctx, [&](Context& context) -> Status {
+    if (backend == nullptr) return epigemm::invalid("backend is NULL; expected a pointer to write to");
+    *backend = context.last_backend;
+    if (reason != nullptr) *reason = context.last_reason.c_str();
+    return Status();
+  });
+}
+
+epigemm_status_t epigemm_context_set_backend(epigemm_context_t ctx, epigemm_backend_t backend) {
+  return epigemm::guarded(ctx, [&](Context& context) -> Status {
+    if (int(backend) < EPIGEMM_BACKEND_AUTO || int(backend) > EPIGEMM_BACKEND_CUBLASLT) {
+      return epigemm::invalid("backend has value ", int(backend), "; expected 0 (auto) .. 4 (cublaslt)");
+    }
+    context.default_backend = backend;
+    return Status();
+  });
+}
+
+epigemm_status_t epigemm_context_set_allow_tf32(epigemm_context_t ctx, int allow_tf32) {
+  return epigemm::guarded(ctx, [&](Context& context) -> Status {
+    context.default_allow_tf32 = allow_tf32 != 0;
+    return Status();
+  });
+}
+
+int epigemm_backend_usable(epigemm_context_t ctx, epigemm_backend_t backend) {
+  if (ctx == nullptr) return 0;
+  if (backend == EPIGEMM_BACKEND_AUTO) return 1;
+  return ctx->context.usable(backend) ? 1 : 0;
+}
+
+const char* epigemm_backend_name(epigemm_backend_t backend) { return epigemm::backend_name(backend); }
+const char* epigemm_epilogue_name(epigemm_epilogue_t epilogue) { return epigemm::epilogue_name(epilogue); }
+const char* epigemm_dtype_name(epigemm_dtype_t dtype) { return epigemm::dtype_name(dtype); }
+const char* epigemm_status_name(epigemm_status_t status) { return epigemm::status_name(status); }
+
+epigemm_status_t epigemm_gemm_desc_create(epigemm_gemm_desc_t* desc) {
+  if (desc == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  *desc = new (std::nothrow) epigemm_gemm_desc_s();
+  return *desc == nullptr ? EPIGEMM_STATUS_OUT_OF_MEMORY : EPIGEMM_STATUS_SUCCESS;
+}
+
+epigemm_status_t epigemm_gemm_desc_destroy(epigemm_gemm_desc_t desc) {
+  delete desc;
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+// Setters store what they are given; epigemm_gemm validates it (with a message) before use.
+epigemm_status_t epigemm_gemm_desc_set_transpose(epigemm_gemm_desc_t desc, epigemm_op_t transa,
+                                                 epigemm_op_t transb) {
+  if (desc == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  desc->transa = transa;
+  desc->transb = transb;
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+epigemm_status_t epigemm_gemm_desc_set_scalars(epigemm_gemm_desc_t desc, float alpha, float beta) {
+  if (desc == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  desc->alpha = alpha;
+  desc->beta = beta;
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+epigemm_status_t epigemm_gemm_desc_set_epilogue(epigemm_gemm_desc_t desc,
+                                                epigemm_epilogue_t epilogue) {
+  if (desc == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  desc->epilogue = epilogue;
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+epigemm_status_t epigemm_gemm_desc_set_bias(epigemm_gemm_desc_t desc, const epigemm_vector_t* bias) {
+  if (desc == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  desc->has_bias = bias != nullptr;
+  desc->bias = bias ? *bias : epigemm_vector_t{};
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+epigemm_status_t epigemm_gemm_desc_set_aux(epigemm_gemm_desc_t desc, const epigemm_matrix_t* aux) {
+  if (desc == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  desc->has_aux = aux != nullptr;
+  desc->aux = aux ? *aux : epigemm_matrix_t{};
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+epigemm_status_t epigemm_gemm_desc_set_bias_grad(epigemm_gemm_desc_t desc,
+                                                 const epigemm_vector_t* bias_grad) {
+  if (desc == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  desc->has_bias_grad = bias_grad != nullptr;
+  desc->bias_grad = bias_grad ? *bias_grad : epigemm_vector_t{};
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+epigemm_status_t epigemm_gemm_desc_set_allow_tf32(epigemm_gemm_desc_t desc, int allow_tf32) {
+  if (desc == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  desc->allow_tf32 = allow_tf32 != 0;
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+epigemm_status_t epigemm_gemm_desc_set_backend(epigemm_gemm_desc_t desc, epigemm_backend_t backend) {
+  if (desc == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  desc->backend = backend;
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+epigemm_status_t epigemm_gemm_workspace_size(epigemm_context_t ctx, epigemm_gemm_desc_t desc,
+                                             const epigemm_matrix_t* A, const epigemm_matrix_t* B,
+                                             const epigemm_matrix_t* D, size_t* bytes) {
+  return epigemm::guarded(ctx, [&](Context& context) -> Status {
+    if (bytes == nullptr) return epigemm::invalid("bytes is NULL; expected a pointer to write to");
+    GemmCall call;
+    EPIGEMM_RETURN_IF_ERROR(epigemm::call_from_desc(desc, A, B, D, &call));
+    EPIGEMM_RETURN_IF_ERROR(epigemm::validate_gemm_call(call));
+    return context.workspace_bytes(call, bytes);
+  });
+}
+
+epigemm_status_t epigemm_gemm(epigemm_context_t ctx, epigemm_gemm_desc_t desc,
+                              const epigemm_matrix_t* A, const epigemm_matrix_t* B,
+                              const epigemm_matrix_t* D, void* workspace, size_t workspace_bytes,
+                              void* stream) {
+  return epigemm::guarded(ctx, [&](Context& context) -> Status {
+    GemmCall call;
+    EPIGEMM_RETURN_IF_ERROR(epigemm::call_from_desc(desc, A, B, D, &call));
+    epigemm::attach_workspace(workspace, workspace_bytes, stream, &call);
+    return context.execute(call);
+  });
+}
+
+epigemm_status_t epigemm_classic_gemm(epigemm_context_t ctx, const epigemm_matrix_t* A,
+                                      const epigemm_matrix_t* B, const epigemm_matrix_t* D,
+                                      const epigemm_vector_t* bias,
+                                      const epigemm_matrix_t* pre_gelu_out, epigemm_op_t transa,
+                                      epigemm_op_t transb, int grad, void* workspace,
+                                      size_t workspace_bytes, int accumulate, void* stream) {
+  return epigemm::guarded(ctx, [&](Context& context) -> Status {
+    EPIGEMM_RETURN_IF_ERROR(epigemm::require(A, "A"));
+    EPIGEMM_RETURN_IF_ERROR(epigemm::require(B, "B"));
+    EPIGEMM_RETURN_IF_ERROR(epigemm::require(D, "D"));
+    const bool has_bias = bias != nullptr && bias->data != nullptr;
+    const bool has_pre_gelu = pre_gelu_out != nullptr && pre_gelu_out->data != nullptr;
+    GemmCall call;
+    call.transa = transa;
+    call.transb = transb;
+    call.a = epigemm::to_matrix(*A);
+    call.b = epigemm::to_matrix(*B);
+    call.d = epigemm::to_matrix(*D);
+    call.beta = accumulate ? 1.0f : 0.0f;
+    call.epilogue = epigemm::classic_epilogue(has_bias, has_pre_gelu, grad != 0);
+    if (has_bias) {
+      // With grad, the classic call's bias is the bias gradient it writes.
+      if (epigemm::epilogue_writes_bias_grad(call.epilogue)) {
+        call.has_bias_grad = true;
+        call.bias_grad = epigemm::to_vector(*bias);
+        call.names.bias_grad = "bias (the bias gradient, with grad)";
+      } else {
+        call.has_bias = true;
+        call.bias = epigemm::to_vector(*bias);
+      }
+    }
+    if (has_pre_gelu) {
+      call.has_aux = true;
+      call.aux = epigemm::to_matrix(*pre_gelu_out);
+      call.names.aux = "pre_gelu_out";
+    }
+    epigemm::apply_context_defaults(context, &call);
+    EPIGEMM_RETURN_IF_ERROR(epigemm::validate_enums(call));
+    epigemm::gemm_dims_from_operands(&call);
+    epigemm::attach_workspace(workspace, workspace_bytes, stream, &call);
+    return context.execute(call);
+  });
+}
+
+epigemm_status_t epigemm_linear_workspace_size(epigemm_context_t ctx, int64_t tokens,
+                                               int64_t in_features, int64_t out_features,
+                                               epigemm_dtype_t dtype, epigemm_memory_t memory,
+                                               size_t* bytes) {
+  return epigemm::guarded(ctx, [&](Context& context) -> Status {
+    if (bytes == nullptr) return epigemm::invalid("bytes is NULL; expected a pointer to write to");
+    if (tokens < 0 || in_features < 0 || out_features < 0) {
+      return epigemm::invalid("tokens / in_features / out_features are ", tokens, " / ",
+                              in_features, " / ", out_features, "; expected values >= 0");
+    }
+    // Distinct, aligned, never dereferenced addresses: only the sizes matter here.
+    auto fake = [](int slot) { return reinterpret_cast<void*>(uintptr_t(slot + 1) << 44); };
+    auto tensor = [&](int slot, int64_t rows, int64_t cols) {
+      return epigemm_tensor_t{fake(slot), dtype, rows, cols, std::max<int64_t>(cols, 1), memory};
+    };
+    const epigemm_tensor_t x = tensor(0, tokens, in_features), w = tensor(1, out_features, in_features);
+    const epigemm_tensor_t y = tensor(2, tokens, out_features), dy = tensor(3, tokens, out_features);
+    const epigemm_tensor_t dx = tensor(4, tokens, in_features), dw = tensor(5, out_features, in_features);
+    const epigemm_tensor_t pre_out = tensor(6, tokens, out_features), pre_in = tensor(7, tokens, in_features);
+    struct Case { epigemm::LayerPass pass; epigemm::LayerTensors tensors; epigemm_epilogue_t epilogue; };
+    const Case cases[] = {
+        {epigemm::LayerPass::fprop, {&x, &w, nullptr, &y, nullptr, nullptr, &pre_out}, EPIGEMM_EPILOGUE_GELU_AUX_BIAS},
+        {epigemm::LayerPass::dgrad, {nullptr, &w, &dy, nullptr, &dx, nullptr, &pre_in}, EPIGEMM_EPILOGUE_DGELU_BGRAD},
+        {epigemm::LayerPass::wgrad, {&x, nullptr, &dy, nullptr, nullptr, &dw, nullptr}, EPIGEMM_EPILOGUE_BGRADB},
+    };
+    size_t most = 0;
+    for (const Case& c : cases) {
+      for (const bool with_epilogue : {false, true}) {
+        GemmCall call;
+        EPIGEMM_RETURN_IF_ERROR(epigemm::map_layer_to_gemm(c.pass, c.tensors, &call));
+        epigemm::apply_context_defaults(context, &call);
+        if (with_epilogue) {
+          call.epilogue = c.epilogue;
+          const epigemm_vector_t vec{fake(8), dtype, epigemm::bias_grad_length(call), memory};
+          call.has_bias = epigemm::epilogue_reads_bias(c.epilogue);
+          call.has_bias_grad = epigemm::epilogue_writes_bias_grad(c.epilogue);
+          call.bias = call.bias_grad = epigemm::to_vector(vec);
+        } else {
+          call.has_aux = false;
+        }
+        size_t needed = 0;
+        EPIGEMM_RETURN_IF_ERROR(context.workspace_bytes(call, &needed));
+        most = std::max(most, needed);
+      }
+    }
+    *bytes = most;
+    return Status();
+  });
+}
+
+epigemm_status_t epigemm_linear_fprop(epigemm_context_t ctx, const epigemm_tensor_t* X,
+                                      const epigemm_tensor_t* W, const epigemm_vector_t* bias,
+                                      const epigemm_tensor_t* pre_gelu, const epigemm_tensor_t* Y,
+                                      void* workspace, size_t workspace_bytes, void* stream) {
+  return epigemm::guarded(ctx, [&](Context& context) -> Status {
+    epigemm::LayerTensors tensors;
+    tensors.x = X;
+    tensors.w = W;
+    tensors.y = Y;
+    tensors.pre_gelu = pre_gelu;
+    GemmCall call;
+    EPIGEMM_RETURN_IF_ERROR(epigemm::map_layer_to_gemm(epigemm::LayerPass::fprop, tensors, &call));
+    if (bias != nullptr) {
+      call.has_bias = true;
+      call.bias = epigemm::to_vector(*bias);
+    }
+    call.epilogue = pre_gelu ? (bias ? EPIGEMM_EPILOGUE_GELU_AUX_BIAS : EPIGEMM_EPILOGUE_GELU_AUX)
+                             : (bias ? EPIGEMM_EPILOGUE_BIAS : EPIGEMM_EPILOGUE_DEFAULT);
+    epigemm::apply_context_defaults(context, &call);
+    epigemm::attach_workspace(workspace, workspace_bytes, stream, &call);
+    return context.execute(call);
+  });
+}
+
+epigemm_status_t epigemm_linear_dgrad(epigemm_context_t ctx, const epigemm_tensor_t* dY,
+                                      const epigemm_tensor_t* W, const epigemm_tensor_t* pre_gelu,
+                                      const epigemm_vector_t* bias_grad, const epigemm_tensor_t* dX,
+                                      void* workspace, size_t workspace_bytes, void* stream) {
+  return epigemm::guarded(ctx, [&](Context& context) -> Status {
+    if (bias_grad != nullptr && pre_gelu == nullptr) {
+      return epigemm::invalid(
+          "bias_grad is set but pre_gelu is NULL; dgrad writes a bias gradient only through the "
+          "GELU (DGELU_BGRAD): expected pre_gelu [tokens, in_features] as well");
+    }
+    epigemm::LayerTensors tensors;
+    tensors.dy = dY;
+    tensors.w = W;
+    tensors.dx = dX;
+    tensors.pre_gelu = pre_gelu;
+    GemmCall call;
+    EPIGEMM_RETURN_IF_ERROR(epigemm::map_layer_to_gemm(epigemm::LayerPass::dgrad, tensors, &call));
+    if (bias_grad != nullptr) {
+      call.has_bias_grad = true;
+      call.bias_grad = epigemm::to_vector(*bias_grad);
+    }
+    call.epilogue = pre_gelu ? (bias_grad ? EPIGEMM_EPILOGUE_DGELU_BGRAD : EPIGEMM_EPILOGUE_DGELU)
+                             : EPIGEMM_EPILOGUE_DEFAULT;
+    epigemm::apply_context_defaults(context, &call);
+    epigemm::attach_workspace(workspace, workspace_bytes, stream, &call);
+    return context.execute(call);
+  });
+}
+
+epigemm_status_t epigemm_linear_wgrad(epigemm_context_t ctx, const epigemm_tensor_t* X,
+                                      const epigemm_tensor_t* dY, const epigemm_tensor_t* dW,
+                                      int accumulate, const epigemm_vector_t* bias_grad,
+                                      void* workspace, size_t workspace_bytes, void* stream) {
+  return epigemm::guarded(ctx, [&](Context& context) -> Status {
+    epigemm::LayerTensors tensors;
+    tensors.x = X;
+    tensors.dy = dY;
+    tensors.dw = dW;
+    GemmCall call;
+    EPIGEMM_RETURN_IF_ERROR(epigemm::map_layer_to_gemm(epigemm::LayerPass::wgrad, tensors, &call));
+    call.beta = accumulate ? 1.0f : 0.0f;
+    if (bias_grad != nullptr) {
+      call.has_bias_grad = true;
+      call.bias_grad = epigemm::to_vector(*bias_grad);
+    }
+    call.epilogue = bias_grad ? EPIGEMM_EPILOGUE_BGRADB : EPIGEMM_EPILOGUE_DEFAULT;
+    epigemm::apply_context_defaults(context, &call);
+    epigemm::attach_workspace(workspace, workspace_bytes, stream, &call);
+    return context.execute(call);
+  });
+}
+
+}  // extern "C"

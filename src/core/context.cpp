@@ -1,0 +1,101 @@
+// The dispatcher: which backend runs a call, and why.
+#include "core/context.hpp"
+
+#include <sstream>
+
+#include "core/names.hpp"
+#include "core/validate.hpp"
+
+namespace epigemm {
+
+Context::Context() : backends_(create_backends()) {}
+
+Backend* Context::find(epigemm_backend_t id) const {
+  for (const auto& backend : backends_) {
+    if (backend->id() == id) return backend.get();
+  }
+  return nullptr;
+}
+
+bool Context::usable(epigemm_backend_t id) const {
+  const Backend* backend = find(id);
+  return backend != nullptr && backend->usable();
+}
+
+Status Context::select(const GemmCall& call, Backend** chosen, std::string* reason) const {
+  if (call.backend != EPIGEMM_BACKEND_AUTO) {
+    Backend* backend = find(call.backend);
+    const char* name = backend_name(call.backend);
+    if (backend == nullptr) {
+      return error(EPIGEMM_STATUS_NOT_SUPPORTED, "backend ", name,
+                   " is not compiled into this build; expected one of the usable backends or auto");
+    }
+    if (!backend->usable()) {
+      return error(EPIGEMM_STATUS_NOT_SUPPORTED, "backend ", name,
+                   " cannot run on this machine (no usable device); expected a usable backend or auto");
+    }
+    const Support support = backend->supports(call);
+    if (!support.supported) {
+      return error(EPIGEMM_STATUS_NOT_SUPPORTED, "backend ", name, " declines this call: ",
+                   support.reason);
+    }
+    *chosen = backend;
+    *reason = std::string("requested: ") + name;
+    return Status();
+  }
+
+  Backend* best = nullptr;
+  int best_priority = 0;
+  std::ostringstream declined;
+  for (const auto& backend : backends_) {
+    if (!backend->usable()) continue;
+    const Support support = backend->supports(call);
+    if (!support.supported) {
+      declined << "; " << backend_name(backend->id()) << " declined (" << support.reason << ")";
+      continue;
+    }
+    const int priority = backend->auto_priority(call);
+    if (best == nullptr || priority > best_priority) {
+      best = backend.get();
+      best_priority = priority;
+    }
+  }
+  if (best == nullptr) {
+    return error(EPIGEMM_STATUS_NOT_SUPPORTED, "no usable backend supports this call",
+                 declined.str());
+  }
+  *chosen = best;
+  std::ostringstream why;
+  why << "auto: " << backend_name(best->id()) << " has the highest priority (" << best_priority
+      << ") among the backends that support the call" << declined.str();
+  *reason = why.str();
+  return Status();
+}
+
+Status Context::workspace_bytes(const GemmCall& call, size_t* bytes) const {
+  Backend* backend = nullptr;
+  std::string reason;
+  EPIGEMM_RETURN_IF_ERROR(select(call, &backend, &reason));
+  *bytes = backend->workspace_bytes(call);
+  return Status();
+}
+
+Status Context::execute(const GemmCall& call) {
+  EPIGEMM_RETURN_IF_ERROR(validate_gemm_call(call));
+  Backend* backend = nullptr;
+  std::string reason;
+  EPIGEMM_RETURN_IF_ERROR(select(call, &backend, &reason));
+  const size_t needed = backend->workspace_bytes(call);
+  if (call.workspace_bytes < needed || (needed > 0 && call.workspace == nullptr)) {
+    return error(EPIGEMM_STATUS_INSUFFICIENT_WORKSPACE, "workspace has ",
+                 call.workspace == nullptr ? size_t(0) : call.workspace_bytes, " bytes; backend ",
+                 backend_name(backend->id()), " needs ", needed,
+                 " bytes for this call (ask epigemm_gemm_workspace_size)");
+  }
+  EPIGEMM_RETURN_IF_ERROR(backend->run(call));
+  last_backend = backend->id();
+  last_reason = reason;
+  return Status();
+}
+
+}  // namespace epigemm

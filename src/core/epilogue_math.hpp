@@ -1,0 +1,55 @@
+// The activation functions of the epilogues, written once for the host (reference and CPU
+// backends, in float or double) and the device (CUDA kernels, in float).
+// Formulas: docs/conventions.md, "GELU". gelu_tanh is the tanh approximation of GELU used by
+// transformer training frameworks; an erf GELU would sit beside it under its own name.
+//
+// Numerics: with u = sqrt(2/pi) (x + 0.044715 x^3) and s = sigmoid(2u) = 0.5 (1 + tanh(u)),
+//   gelu_tanh(x)      = x s
+//   gelu_tanh'(x)     = s + 2 x s (1 - s) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+// which are the tanh formulas rewritten with 1 + tanh(u) = 2 s and 1 - tanh(u)^2 = 4 s (1 - s).
+// The sigmoid form has no cancellation for negative x, where 1 + tanh(u) loses every digit in
+// fp32 (gelu_tanh(-5.5) would come out as 0 instead of -5.93e-9).
+#pragma once
+
+#include <cmath>
+
+#include "core/host_device.hpp"
+
+namespace epigemm {
+
+template <typename T>
+struct GeluTanhConstants {
+  static constexpr T sqrt_2_over_pi = T(0.7978845608028654);  // sqrt(2 / pi)
+  static constexpr T cubic = T(0.044715);
+  // Beyond this |x|, s is 0 or 1 to every precision we compute in (|2u| > 7e10), so the limits
+  // are exact: gelu(x) = max(x, -0) and gelu'(x) = (x > 0). Taking them explicitly keeps +-Inf
+  // and huge x from producing Inf * 0 = NaN through x^3.
+  static constexpr T saturation = T(1.0e4);
+};
+
+// gelu_tanh(x) = 0.5 x (1 + tanh(u)).  NaN in, NaN out.
+template <typename T>
+EPIGEMM_HOST_DEVICE T gelu_tanh(T x) {
+  using C = GeluTanhConstants<T>;
+  using std::exp;
+  if (x > C::saturation) return x;
+  if (x < -C::saturation) return T(0) * T(-1);  // -0, the limit from below
+  const T u = C::sqrt_2_over_pi * (x + C::cubic * x * x * x);
+  return x / (T(1) + exp(T(-2) * u));
+}
+
+// gelu_tanh'(x) = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+template <typename T>
+EPIGEMM_HOST_DEVICE T gelu_tanh_grad(T x) {
+  using C = GeluTanhConstants<T>;
+  using std::exp;
+  if (x > C::saturation) return T(1);
+  if (x < -C::saturation) return T(0);
+  const T x2 = x * x;
+  const T e = exp(T(-2) * C::sqrt_2_over_pi * (x + C::cubic * x2 * x));  // may be 0 or Inf
+  const T s = T(1) / (T(1) + e);
+  const T s_one_minus_s = T(1) / (T(2) + e + T(1) / e);  // e / (1 + e)^2, finite at both ends
+  return s + T(2) * x * s_one_minus_s * C::sqrt_2_over_pi * (T(1) + T(3) * C::cubic * x2);
+}
+
+}  // namespace epigemm

@@ -1,0 +1,88 @@
+// The internal, validated form of one GEMM + epilogue call, in GEMM coordinates
+// (docs/conventions.md, "Layout"). Every entry point (description call, classic call, layer
+// calls) builds a GemmCall, validate() checks it, the dispatcher hands it to one backend.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "epigemm/epigemm.h"
+
+namespace epigemm {
+
+// Column-major gemm_rows x gemm_cols view: element (r, c) at data[r + c * ld].
+struct Matrix {
+  void* data = nullptr;
+  epigemm_dtype_t dtype = EPIGEMM_DTYPE_F32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t ld = 0;
+  epigemm_memory_t memory = EPIGEMM_MEMORY_HOST;
+
+  int64_t elements() const { return rows * cols; }
+};
+
+struct Vector {
+  void* data = nullptr;
+  epigemm_dtype_t dtype = EPIGEMM_DTYPE_F32;
+  int64_t length = 0;
+  epigemm_memory_t memory = EPIGEMM_MEMORY_HOST;
+};
+
+// The names the caller knows the operands by, for error messages ("W" rather than "A" when the
+// call came through epigemm_linear_fprop).
+struct OperandNames {
+  const char* a = "A";
+  const char* b = "B";
+  const char* d = "D";
+  const char* bias = "bias";
+  const char* aux = "aux";
+  const char* bias_grad = "bias_grad";
+};
+
+struct GemmCall {
+  epigemm_op_t transa = EPIGEMM_OP_N;
+  epigemm_op_t transb = EPIGEMM_OP_N;
+  // op(A) is gemm_m x gemm_k, op(B) gemm_k x gemm_n, D gemm_m x gemm_n.
+  int64_t gemm_m = 0;
+  int64_t gemm_n = 0;
+  int64_t gemm_k = 0;
+  Matrix a, b, d;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+  epigemm_epilogue_t epilogue = EPIGEMM_EPILOGUE_DEFAULT;
+  bool has_bias = false;
+  Vector bias;  // in: BIAS, GELU_AUX_BIAS (length gemm_m)
+  bool has_aux = false;
+  Matrix aux;  // out: GELU_AUX(_BIAS); in: DGELU(_BGRAD); gemm_m x gemm_n
+  bool has_bias_grad = false;
+  Vector bias_grad;  // out: DGELU_BGRAD (gemm_m), BGRADB (gemm_n)
+  bool allow_tf32 = false;
+  epigemm_backend_t backend = EPIGEMM_BACKEND_AUTO;  // requested
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  void* stream = nullptr;  // cudaStream_t for device operands
+  OperandNames names;
+
+  epigemm_memory_t memory() const { return d.memory; }
+};
+
+// What each epilogue reads and writes besides A, B and D.
+inline bool epilogue_reads_bias(epigemm_epilogue_t e) {
+  return e == EPIGEMM_EPILOGUE_BIAS || e == EPIGEMM_EPILOGUE_GELU_AUX_BIAS;
+}
+inline bool epilogue_writes_aux(epigemm_epilogue_t e) {
+  return e == EPIGEMM_EPILOGUE_GELU_AUX || e == EPIGEMM_EPILOGUE_GELU_AUX_BIAS;
+}
+inline bool epilogue_reads_aux(epigemm_epilogue_t e) {
+  return e == EPIGEMM_EPILOGUE_DGELU || e == EPIGEMM_EPILOGUE_DGELU_BGRAD;
+}
+inline bool epilogue_writes_bias_grad(epigemm_epilogue_t e) {
+  return e == EPIGEMM_EPILOGUE_DGELU_BGRAD || e == EPIGEMM_EPILOGUE_BGRADB;
+}
+// DGELU_BGRAD reduces over gemm_n (one sum per row i), BGRADB over gemm_k (one per column j).
+inline int64_t bias_grad_length(const GemmCall& call) {
+  return call.epilogue == EPIGEMM_EPILOGUE_BGRADB ? call.gemm_n : call.gemm_m;
+}
+
+}  // namespace epigemm

@@ -1,0 +1,54 @@
+// Printable names of the public enums (the C API's epigemm_*_name call these).
+#pragma once
+
+#include "epigemm/epigemm.h"
+
+namespace epigemm {
+
+inline const char* dtype_name(epigemm_dtype_t t) {
+  switch (t) {
+    case EPIGEMM_DTYPE_F32: return "f32";
+    case EPIGEMM_DTYPE_F16: return "f16";
+    case EPIGEMM_DTYPE_BF16: return "bf16";
+  }
+  return "invalid dtype";
+}
+
+inline const char* epilogue_name(epigemm_epilogue_t e) {
+  switch (e) {
+    case EPIGEMM_EPILOGUE_DEFAULT: return "DEFAULT";
+    case EPIGEMM_EPILOGUE_BIAS: return "BIAS";
+    case EPIGEMM_EPILOGUE_GELU_AUX: return "GELU_AUX";
+    case EPIGEMM_EPILOGUE_GELU_AUX_BIAS: return "GELU_AUX_BIAS";
+    case EPIGEMM_EPILOGUE_DGELU: return "DGELU";
+    case EPIGEMM_EPILOGUE_DGELU_BGRAD: return "DGELU_BGRAD";
+    case EPIGEMM_EPILOGUE_BGRADB: return "BGRADB";
+  }
+  return "invalid epilogue";
+}
+
+inline const char* backend_name(epigemm_backend_t b) {
+  switch (b) {
+    case EPIGEMM_BACKEND_AUTO: return "auto";
+    case EPIGEMM_BACKEND_REFERENCE: return "reference";
+    case EPIGEMM_BACKEND_CPU: return "cpu";
+    case EPIGEMM_BACKEND_CUDA: return "cuda";
+    case EPIGEMM_BACKEND_CUBLASLT: return "cublaslt";
+  }
+  return "invalid backend";
+}
+
+inline const char* status_name(epigemm_status_t s) {
+  switch (s) {
+    case EPIGEMM_STATUS_SUCCESS: return "success";
+    case EPIGEMM_STATUS_INVALID_VALUE: return "invalid value";
+    case EPIGEMM_STATUS_NOT_SUPPORTED: return "not supported";
+    case EPIGEMM_STATUS_INSUFFICIENT_WORKSPACE: return "insufficient workspace";
+    case EPIGEMM_STATUS_BACKEND_ERROR: return "backend error";
+    case EPIGEMM_STATUS_OUT_OF_MEMORY: return "out of memory";
+    case EPIGEMM_STATUS_INTERNAL_ERROR: return "internal error";
+  }
+  return "invalid status";
+}
+
+}  // namespace epigemm

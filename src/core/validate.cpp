@@ -1,0 +1,233 @@
+// Checks of docs/conventions.md "Errors": each failure names the argument, the value given and
+// the value expected, and happens before any output is touched.
+#include "core/validate.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "core/numeric.hpp"
+#include "core/names.hpp"
+
+namespace epigemm {
+namespace {
+
+bool dtype_valid(epigemm_dtype_t t) {
+  return t == EPIGEMM_DTYPE_F32 || t == EPIGEMM_DTYPE_F16 || t == EPIGEMM_DTYPE_BF16;
+}
+bool memory_valid(epigemm_memory_t m) {
+  return m == EPIGEMM_MEMORY_HOST || m == EPIGEMM_MEMORY_DEVICE;
+}
+bool op_valid(epigemm_op_t op) { return op == EPIGEMM_OP_N || op == EPIGEMM_OP_T; }
+
+const char* memory_name(epigemm_memory_t m) {
+  return m == EPIGEMM_MEMORY_DEVICE ? "device" : "host";
+}
+
+// Largest byte extent we accept for one operand: keeps every offset computation in int64.
+constexpr int64_t kMaxBytes = int64_t(1) << 60;
+
+// The bytes a column-major matrix spans from its first element: ((cols-1) ld + rows) * size.
+// 0 when it has no elements.
+int64_t matrix_span_bytes(const Matrix& m) {
+  if (m.rows == 0 || m.cols == 0) return 0;
+  return ((m.cols - 1) * m.ld + m.rows) * int64_t(dtype_size(m.dtype));
+}
+
+Status check_matrix(const Matrix& m, const char* name) {
+  if (!dtype_valid(m.dtype)) return invalid(name, " has dtype value ", int(m.dtype), "; expected f32, f16 or bf16");
+  if (!memory_valid(m.memory)) return invalid(name, " has memory value ", int(m.memory), "; expected host or device");
+  if (m.rows < 0 || m.cols < 0) {
+    return invalid(name, " is ", m.rows, " x ", m.cols, "; rows and columns must be >= 0");
+  }
+  const int64_t min_ld = std::max<int64_t>(1, m.rows);
+  if (m.ld < min_ld) {
+    return invalid(name, " has ld = ", m.ld, "; expected ld >= max(1, rows) = ", min_ld);
+  }
+  if (m.rows > 0 && m.cols > 0) {
+    if (m.data == nullptr) {
+      return invalid(name, " has a NULL data pointer; expected ", m.rows, " x ", m.cols,
+                     " elements");
+    }
+    const int64_t size = int64_t(dtype_size(m.dtype));
+    if (m.cols - 1 > (kMaxBytes / size - m.rows) / m.ld) {
+      return invalid(name, " spans more than 2^60 bytes (", m.rows, " x ", m.cols, ", ld ", m.ld,
+                     "); expected a smaller matrix");
+    }
+  }
+  return Status();
+}
+
+Status check_vector(const Vector& v, const char* name) {
+  if (!dtype_valid(v.dtype)) return invalid(name, " has dtype value ", int(v.dtype), "; expected f32, f16 or bf16");
+  if (!memory_valid(v.memory)) return invalid(name, " has memory value ", int(v.memory), "; expected host or device");
+  if (v.length < 0) return invalid(name, " has length ", v.length, "; expected >= 0");
+  if (v.length > kMaxBytes / 4) return invalid(name, " has length ", v.length, "; expected < 2^58");
+  if (v.length > 0 && v.data == nullptr) {
+    return invalid(name, " has a NULL data pointer; expected ", v.length, " elements");
+  }
+  return Status();
+}
+
+Status check_extent(const char* name, const char* what, int64_t given, int64_t expected,
+                    const char* expected_name, const char* why) {
+  if (given != expected) {
+    return invalid(name, " has ", given, " ", what, "; ", why, " needs ", expected_name, " = ",
+                   expected);
+  }
+  return Status();
+}
+
+struct Span {
+  const char* name;
+  uintptr_t begin;
+  uintptr_t end;  // one past the last byte
+};
+
+Span span_of(const Matrix& m, const char* name) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(m.data);
+  return Span{name, begin, begin + uintptr_t(matrix_span_bytes(m))};
+}
+Span span_of(const Vector& v, const char* name) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(v.data);
+  return Span{name, begin, begin + uintptr_t(v.length) * dtype_size(v.dtype)};
+}
+bool overlap(const Span& x, const Span& y) {
+  return x.begin < x.end && y.begin < y.end && x.begin < y.end && y.begin < x.end;
+}
+
+}  // namespace
+
+void gemm_dims_from_operands(GemmCall* call) {
+  const bool ta = call->transa == EPIGEMM_OP_T, tb = call->transb == EPIGEMM_OP_T;
+  call->gemm_m = ta ? call->a.cols : call->a.rows;
+  call->gemm_k = ta ? call->a.rows : call->a.cols;
+  call->gemm_n = tb ? call->b.rows : call->b.cols;
+}
+
+Status validate_enums(const GemmCall& call) {
+  if (!op_valid(call.transa)) return invalid("transa has value ", int(call.transa), "; expected N (0) or T (1)");
+  if (!op_valid(call.transb)) return invalid("transb has value ", int(call.transb), "; expected N (0) or T (1)");
+  if (int(call.epilogue) < EPIGEMM_EPILOGUE_DEFAULT || int(call.epilogue) > EPIGEMM_EPILOGUE_BGRADB) {
+    return invalid("epilogue has value ", int(call.epilogue), "; expected 0 (DEFAULT) .. 6 (BGRADB)");
+  }
+  if (int(call.backend) < EPIGEMM_BACKEND_AUTO || int(call.backend) > EPIGEMM_BACKEND_CUBLASLT) {
+    return invalid("backend has value ", int(call.backend), "; expected 0 (auto) .. 4 (cublaslt)");
+  }
+  return Status();
+}
+
+Status validate_gemm_call(const GemmCall& call) {
+  EPIGEMM_RETURN_IF_ERROR(validate_enums(call));
+  const OperandNames& n = call.names;
+  EPIGEMM_RETURN_IF_ERROR(check_matrix(call.a, n.a));
+  EPIGEMM_RETURN_IF_ERROR(check_matrix(call.b, n.b));
+  EPIGEMM_RETURN_IF_ERROR(check_matrix(call.d, n.d));
+
+  // Shapes (docs/conventions.md, "Layout"): op(A) gemm_m x gemm_k, op(B) gemm_k x gemm_n.
+  const bool ta = call.transa == EPIGEMM_OP_T, tb = call.transb == EPIGEMM_OP_T;
+  const char* a_why = ta ? "transa = T" : "transa = N";
+  const char* b_why = tb ? "transb = T" : "transb = N";
+  EPIGEMM_RETURN_IF_ERROR(check_extent(n.a, "rows", call.a.rows, ta ? call.gemm_k : call.gemm_m,
+                                       ta ? "gemm_k" : "gemm_m", a_why));
+  EPIGEMM_RETURN_IF_ERROR(check_extent(n.a, "columns", call.a.cols, ta ? call.gemm_m : call.gemm_k,
+                                       ta ? "gemm_m" : "gemm_k", a_why));
+  EPIGEMM_RETURN_IF_ERROR(check_extent(n.b, "rows", call.b.rows, tb ? call.gemm_n : call.gemm_k,
+                                       tb ? "gemm_n" : "gemm_k (from A)", b_why));
+  EPIGEMM_RETURN_IF_ERROR(check_extent(n.b, "columns", call.b.cols, tb ? call.gemm_k : call.gemm_n,
+                                       tb ? "gemm_k (from A)" : "gemm_n", b_why));
+  EPIGEMM_RETURN_IF_ERROR(check_extent(n.d, "rows", call.d.rows, call.gemm_m, "gemm_m", "the product"));
+  EPIGEMM_RETURN_IF_ERROR(check_extent(n.d, "columns", call.d.cols, call.gemm_n, "gemm_n", "the product"));
+
+  // Dtypes (docs/conventions.md, "Data types").
+  if (call.b.dtype != call.a.dtype) {
+    return invalid(n.b, " has dtype ", dtype_name(call.b.dtype), "; expected ",
+                   dtype_name(call.a.dtype), " (the dtype of ", n.a, ")");
+  }
+  if (call.d.dtype != EPIGEMM_DTYPE_F32 && call.d.dtype != call.a.dtype) {
+    return invalid(n.d, " has dtype ", dtype_name(call.d.dtype), "; expected f32 or ",
+                   dtype_name(call.a.dtype), " (the dtype of ", n.a, ")");
+  }
+
+  // The operands the epilogue uses, and no others.
+  const epigemm_epilogue_t e = call.epilogue;
+  const char* ename = epilogue_name(e);
+  if (epilogue_reads_bias(e) != call.has_bias) {
+    return call.has_bias
+               ? invalid(n.bias, " is set; epilogue ", ename, " does not read a bias (expected none)")
+               : invalid(n.bias, " is missing; epilogue ", ename, " needs a bias of length gemm_m = ", call.gemm_m);
+  }
+  const bool uses_aux = epilogue_reads_aux(e) || epilogue_writes_aux(e);
+  if (uses_aux != call.has_aux) {
+    return call.has_aux
+               ? invalid(n.aux, " is set; epilogue ", ename, " does not use aux (expected none)")
+               : invalid(n.aux, " is missing; epilogue ", ename, " needs aux of ", call.gemm_m,
+                         " x ", call.gemm_n);
+  }
+  if (epilogue_writes_bias_grad(e) != call.has_bias_grad) {
+    return call.has_bias_grad
+               ? invalid(n.bias_grad, " is set; epilogue ", ename, " does not write a bias gradient (expected none)")
+               : invalid(n.bias_grad, " is missing; epilogue ", ename, " needs bias_grad of length ",
+                         bias_grad_length(call));
+  }
+  if (call.has_bias) {
+    EPIGEMM_RETURN_IF_ERROR(check_vector(call.bias, n.bias));
+    EPIGEMM_RETURN_IF_ERROR(check_extent(n.bias, "elements", call.bias.length, call.gemm_m, "gemm_m", ename));
+  }
+  if (call.has_aux) {
+    EPIGEMM_RETURN_IF_ERROR(check_matrix(call.aux, n.aux));
+    EPIGEMM_RETURN_IF_ERROR(check_extent(n.aux, "rows", call.aux.rows, call.gemm_m, "gemm_m", ename));
+    EPIGEMM_RETURN_IF_ERROR(check_extent(n.aux, "columns", call.aux.cols, call.gemm_n, "gemm_n", ename));
+  }
+  if (call.has_bias_grad) {
+    EPIGEMM_RETURN_IF_ERROR(check_vector(call.bias_grad, n.bias_grad));
+    const bool over_n = e == EPIGEMM_EPILOGUE_BGRADB;
+    EPIGEMM_RETURN_IF_ERROR(check_extent(n.bias_grad, "elements", call.bias_grad.length,
+                                         bias_grad_length(call), over_n ? "gemm_n" : "gemm_m", ename));
+  }
+
+  // One memory space for every operand.
+  const epigemm_memory_t mem = call.d.memory;
+  struct Placed { const char* name; epigemm_memory_t memory; bool present; };
+  const Placed placed[] = {{n.a, call.a.memory, true},
+                           {n.b, call.b.memory, true},
+                           {n.bias, call.bias.memory, call.has_bias},
+                           {n.aux, call.aux.memory, call.has_aux},
+                           {n.bias_grad, call.bias_grad.memory, call.has_bias_grad}};
+  for (const Placed& p : placed) {
+    if (p.present && p.memory != mem) {
+      return invalid(p.name, " is in ", memory_name(p.memory), " memory; expected ",
+                     memory_name(mem), " memory like ", n.d);
+    }
+  }
+
+  // Outputs overlap neither the inputs nor each other (by address range, conservatively).
+  Span outputs[3];
+  int output_count = 0;
+  outputs[output_count++] = span_of(call.d, n.d);
+  if (call.has_aux && epilogue_writes_aux(e)) outputs[output_count++] = span_of(call.aux, n.aux);
+  if (call.has_bias_grad) outputs[output_count++] = span_of(call.bias_grad, n.bias_grad);
+  Span inputs[4];
+  int input_count = 0;
+  inputs[input_count++] = span_of(call.a, n.a);
+  inputs[input_count++] = span_of(call.b, n.b);
+  if (call.has_bias) inputs[input_count++] = span_of(call.bias, n.bias);
+  if (call.has_aux && epilogue_reads_aux(e)) inputs[input_count++] = span_of(call.aux, n.aux);
+  for (int i = 0; i < output_count; ++i) {
+    for (int j = 0; j < input_count; ++j) {
+      if (overlap(outputs[i], inputs[j])) {
+        return invalid(outputs[i].name, " (output) overlaps ", inputs[j].name,
+                       " (input) in memory; expected disjoint buffers");
+      }
+    }
+    for (int j = i + 1; j < output_count; ++j) {
+      if (overlap(outputs[i], outputs[j])) {
+        return invalid(outputs[i].name, " overlaps ", outputs[j].name,
+                       " in memory; expected disjoint output buffers");
+      }
+    }
+  }
+  return Status();
+}
+
+}  // namespace epigemm
