@@ -1,0 +1,313 @@
+// The `cuda` backend: cuBLAS GEMM + epigemm's epilogue kernels (docs/cuda_backend.md).
+//
+// A call, in GEMM coordinates (docs/conventions.md, "Layout"):
+//   1. BGRADB: bias_grad[j] = sum over p of op(B)[p, j], independent of the GEMM (optionally on
+//      a second stream, concurrent with it).
+//   2. acc = alpha op(A) op(B) + beta D_old by cublasGemmEx into either D itself or an fp32
+//      gemm_m x gemm_n intermediate in the workspace (CudaBackendOptions::fp32_intermediate).
+//   3. One epilogue kernel reading acc and writing D (and aux / bias-gradient partials).
+// Everything is enqueued on the caller's stream: no allocation, no host synchronization, no
+// device-to-host copy, so a call can be captured into a CUDA graph.
+#include "backends/cuda/cuda_backend.hpp"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "backends/cuda/epilogue_kernels.hpp"
+#include "core/numeric.hpp"
+
+namespace epigemm {
+namespace {
+
+// cuBLAS's recommended workspace on Hopper; given to it explicitly so that it never falls back
+// to its own pool (which is allocated on first use of a stream).
+constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
+constexpr size_t kWorkspaceAlignment = 256;
+
+size_t round_up(size_t bytes) {
+  return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+}
+
+cudaDataType_t cuda_type(epigemm_dtype_t dtype) {
+  switch (dtype) {
+    case EPIGEMM_DTYPE_F16: return CUDA_R_16F;
+    case EPIGEMM_DTYPE_BF16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
+
+cublasOperation_t cublas_op(epigemm_op_t op) { return op == EPIGEMM_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+bool epilogue_computes_on_acc(epigemm_epilogue_t e) {
+  return e == EPIGEMM_EPILOGUE_BIAS || e == EPIGEMM_EPILOGUE_GELU_AUX ||
+         e == EPIGEMM_EPILOGUE_GELU_AUX_BIAS || e == EPIGEMM_EPILOGUE_DGELU ||
+         e == EPIGEMM_EPILOGUE_DGELU_BGRAD;
+}
+
+cuda::TileOp tile_op_of(epigemm_epilogue_t e) {
+  switch (e) {
+    case EPIGEMM_EPILOGUE_BIAS: return cuda::TileOp::bias;
+    case EPIGEMM_EPILOGUE_GELU_AUX: return cuda::TileOp::gelu_aux;
+    case EPIGEMM_EPILOGUE_GELU_AUX_BIAS: return cuda::TileOp::gelu_aux_bias;
+    case EPIGEMM_EPILOGUE_DGELU: return cuda::TileOp::dgelu;
+    default: return cuda::TileOp::dgelu_bgrad;
+  }
+}
+
+#define EPIGEMM_CUDA_CHECK(expr)                                                          \
+  do {                                                                                    \
+    const cudaError_t err_ = (expr);                                                      \
+    if (err_ != cudaSuccess) return EPIGEMM_BACKEND_ERROR(#expr, ": ", cudaGetErrorString(err_)); \
+  } while (0)
+
+#define EPIGEMM_CUBLAS_CHECK(expr)                                                           \
+  do {                                                                                       \
+    const cublasStatus_t st_ = (expr);                                                       \
+    if (st_ != CUBLAS_STATUS_SUCCESS) return EPIGEMM_BACKEND_ERROR(#expr, ": ", cublasGetStatusString(st_)); \
+  } while (0)
+
+// Where each part of a call's workspace lies; sizes from CudaBackend::workspace_bytes.
+struct WorkspaceLayout {
+  void* cublas = nullptr;
+  float* acc = nullptr;       // gemm_m x gemm_n fp32, ld gemm_m (fp32 intermediate)
+  float* partials = nullptr;  // bias-gradient partial sums
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {
+    usable_ = init().ok();
+    cudaGetLastError();  // a failed probe leaves no error behind for the caller's next CUDA call
+  }
+  ~CudaBackend() override {
+    if (join_event_ != nullptr) cudaEventDestroy(join_event_);
+    if (fork_event_ != nullptr) cudaEventDestroy(fork_event_);
+    if (side_stream_ != nullptr) cudaStreamDestroy(side_stream_);
+    if (handle_ != nullptr) cublasDestroy(handle_);
+  }
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  epigemm_backend_t id() const override { return EPIGEMM_BACKEND_CUDA; }
+  bool usable() const override { return usable_; }
+  Support supports(const GemmCall& call) const override {
+    if (call.memory() != EPIGEMM_MEMORY_DEVICE) {
+      return Support::no("cuda: operands are in host memory; the cuda backend needs device memory");
+    }
+    return Support::yes();
+  }
+  size_t workspace_bytes(const GemmCall& call) const override;
+  Status run(const GemmCall& call) override;
+  // Above reference (0) and cpu, which decline device memory anyway.
+  int auto_priority(const GemmCall&) const override { return 20; }
+
+ private:
+  Status init();
+  bool uses_fp32_intermediate(const GemmCall& call) const {
+    return options_.fp32_intermediate && call.d.dtype != EPIGEMM_DTYPE_F32 &&
+           epilogue_computes_on_acc(call.epilogue);
+  }
+  int64_t partial_elements(const GemmCall& call) const;
+  WorkspaceLayout layout(const GemmCall& call) const;
+  Status bias_grad_of_b(const GemmCall& call, float* partials, cudaStream_t stream) const;
+  Status gemm(const GemmCall& call, void* out, epigemm_dtype_t out_dtype, int64_t ld_out,
+              void* cublas_workspace, cudaStream_t stream);
+
+  CudaBackendOptions options_;
+  bool usable_ = false;
+  cuda::KernelTuning tuning_;
+  cublasHandle_t handle_ = nullptr;
+  cudaStream_t side_stream_ = nullptr;
+  cudaEvent_t fork_event_ = nullptr;
+  cudaEvent_t join_event_ = nullptr;
+};
+
+Status CudaBackend::init() {
+  int devices = 0;
+  EPIGEMM_CUDA_CHECK(cudaGetDeviceCount(&devices));
+  if (devices == 0) return EPIGEMM_BACKEND_ERROR("no CUDA device");
+  // Fails when this build holds no kernel image for the device (it is built for sm_90a).
+  EPIGEMM_RETURN_IF_ERROR(cuda::query_kernel_tuning(&tuning_));
+  EPIGEMM_CUBLAS_CHECK(cublasCreate(&handle_));
+  // Split-K reductions stay in fp32 even when D is bf16/fp16 (acc is fp32 by the contract);
+  // TF32 only through the compute type, when the caller opts in.
+  EPIGEMM_CUBLAS_CHECK(cublasSetMathMode(
+      handle_, cublasMath_t(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
+  int least = 0, greatest = 0;
+  EPIGEMM_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  // Highest priority, so that the BGRADB sums get multiprocessors as soon as GEMM tiles retire.
+  EPIGEMM_CUDA_CHECK(cudaStreamCreateWithPriority(&side_stream_, cudaStreamNonBlocking, greatest));
+  EPIGEMM_CUDA_CHECK(cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming));
+  EPIGEMM_CUDA_CHECK(cudaEventCreateWithFlags(&join_event_, cudaEventDisableTiming));
+  return Status();
+}
+
+int64_t CudaBackend::partial_elements(const GemmCall& call) const {
+  if (call.epilogue == EPIGEMM_EPILOGUE_DGELU_BGRAD) {
+    return cuda::row_partial_elements(tuning_, cuda::TileOp::dgelu_bgrad, call.gemm_m, call.gemm_n);
+  }
+  if (call.epilogue == EPIGEMM_EPILOGUE_BGRADB && call.transb == EPIGEMM_OP_T) {
+    // op(B) = B^T: B is stored gemm_n x gemm_k and bias_grad[j] is the sum of B's row j.
+    return cuda::row_partial_elements(tuning_, cuda::TileOp::row_sums, call.gemm_n, call.gemm_k);
+  }
+  return 0;
+}
+
+size_t CudaBackend::workspace_bytes(const GemmCall& call) const {
+  size_t bytes = kWorkspaceAlignment + kCublasWorkspaceBytes;  // slack to align the base
+  if (uses_fp32_intermediate(call)) {
+    bytes += round_up(size_t(call.gemm_m) * size_t(call.gemm_n) * sizeof(float));
+  }
+  bytes += round_up(size_t(partial_elements(call)) * sizeof(float));
+  return bytes;
+}
+
+WorkspaceLayout CudaBackend::layout(const GemmCall& call) const {
+  const uintptr_t base = (reinterpret_cast<uintptr_t>(call.workspace) + kWorkspaceAlignment - 1) /
+                         kWorkspaceAlignment * kWorkspaceAlignment;
+  char* next = reinterpret_cast<char*>(base);
+  WorkspaceLayout ws;
+  ws.cublas = next;
+  next += kCublasWorkspaceBytes;
+  if (uses_fp32_intermediate(call)) {
+    ws.acc = reinterpret_cast<float*>(next);
+    next += round_up(size_t(call.gemm_m) * size_t(call.gemm_n) * sizeof(float));
+  }
+  ws.partials = reinterpret_cast<float*>(next);
+  return ws;
+}
+
+// BGRADB: bias_grad[j] = sum over p < gemm_k of op(B)[p, j], j < gemm_n.
+Status CudaBackend::bias_grad_of_b(const GemmCall& call, float* partials, cudaStream_t stream) const {
+  const int64_t n = call.gemm_n, k = call.gemm_k;
+  const Vector& out = call.bias_grad;
+  if (n == 0) return Status();
+  if (k == 0) {  // an empty sum
+    return cuda::launch_scale_copy(nullptr, out.dtype, n, out.data, out.dtype, n, n, 1, 0.0f,
+                                   false, stream);
+  }
+  if (call.transb == EPIGEMM_OP_T) {
+    // B is stored gemm_n x gemm_k (wgrad: dY as out x tokens); sum each row over its columns.
+    cuda::TileArgs args;
+    args.rows = n;
+    args.cols = k;
+    args.acc = call.b.data;
+    args.acc_dtype = call.b.dtype;
+    args.ld_acc = call.b.ld;
+    args.row_partials = partials;
+    return cuda::launch_tile_kernel(tuning_, cuda::TileOp::row_sums, args, out.data, out.dtype, stream);
+  }
+  // B is stored gemm_k x gemm_n: each column is contiguous.
+  return cuda::launch_column_sums(call.b.data, call.b.dtype, k, n, call.b.ld, out.data, out.dtype,
+                                  stream);
+}
+
+Status CudaBackend::gemm(const GemmCall& call, void* out, epigemm_dtype_t out_dtype, int64_t ld_out,
+                         void* cublas_workspace, cudaStream_t stream) {
+  // cublasSetStream drops a user workspace, so the workspace is set after it.
+  EPIGEMM_CUBLAS_CHECK(cublasSetStream(handle_, stream));
+  EPIGEMM_CUBLAS_CHECK(cublasSetWorkspace(handle_, cublas_workspace, kCublasWorkspaceBytes));
+  const cublasComputeType_t compute = call.a.dtype == EPIGEMM_DTYPE_F32 && call.allow_tf32
+                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                          : CUBLAS_COMPUTE_32F;
+  const float alpha = call.alpha, beta = call.beta;
+  EPIGEMM_CUBLAS_CHECK(cublasGemmEx_64(
+      handle_, cublas_op(call.transa), cublas_op(call.transb), call.gemm_m, call.gemm_n, call.gemm_k,
+      &alpha, call.a.data, cuda_type(call.a.dtype), call.a.ld, call.b.data, cuda_type(call.b.dtype),
+      call.b.ld, &beta, out, cuda_type(out_dtype), ld_out, compute, CUBLAS_GEMM_DEFAULT));
+  return Status();
+}
+
+Status CudaBackend::run(const GemmCall& call) {
+  const cudaStream_t stream = static_cast<cudaStream_t>(call.stream);
+  const int64_t m = call.gemm_m, n = call.gemm_n, k = call.gemm_k;
+  const epigemm_epilogue_t e = call.epilogue;
+  const WorkspaceLayout ws = layout(call);
+
+  // 1. BGRADB's sums do not depend on the GEMM (and are due even when gemm_m = 0).
+  bool joined = true;
+  if (e == EPIGEMM_EPILOGUE_BGRADB) {
+    const bool concurrent = options_.concurrent_bgradb && m > 0 && n > 0 && k > 0;
+    cudaStream_t sums_stream = stream;
+    if (concurrent) {
+      EPIGEMM_CUDA_CHECK(cudaEventRecord(fork_event_, stream));
+      EPIGEMM_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, fork_event_, 0));
+      sums_stream = side_stream_;
+      joined = false;
+    }
+    EPIGEMM_RETURN_IF_ERROR(bias_grad_of_b(call, ws.partials, sums_stream));
+    if (concurrent) EPIGEMM_CUDA_CHECK(cudaEventRecord(join_event_, side_stream_));
+  }
+
+  if (m > 0 && n > 0) {
+    // 2. acc, into D or the fp32 intermediate.
+    void* acc = call.d.data;
+    epigemm_dtype_t acc_dtype = call.d.dtype;
+    int64_t ld_acc = call.d.ld;
+    if (ws.acc != nullptr) {
+      acc = ws.acc;
+      acc_dtype = EPIGEMM_DTYPE_F32;
+      ld_acc = m;
+    }
+    if (k == 0) {
+      // acc = beta D_old; beta = 0 writes zeros without reading D.
+      EPIGEMM_RETURN_IF_ERROR(cuda::launch_scale_copy(call.d.data, call.d.dtype, call.d.ld, acc,
+                                                      acc_dtype, ld_acc, m, n, call.beta,
+                                                      call.beta != 0.0f, stream));
+    } else {
+      if (ws.acc != nullptr && call.beta != 0.0f) {
+        // cublasGemmEx reads C in its output type: widen D_old into the intermediate first.
+        EPIGEMM_RETURN_IF_ERROR(cuda::launch_scale_copy(call.d.data, call.d.dtype, call.d.ld, acc,
+                                                        acc_dtype, ld_acc, m, n, 1.0f, true, stream));
+      }
+      EPIGEMM_RETURN_IF_ERROR(gemm(call, acc, acc_dtype, ld_acc, ws.cublas, stream));
+    }
+
+    // 3. The epilogue.
+    if (epilogue_computes_on_acc(e)) {
+      cuda::TileArgs args;
+      args.rows = m;
+      args.cols = n;
+      args.acc = acc;
+      args.acc_dtype = acc_dtype;
+      args.ld_acc = ld_acc;
+      args.d = call.d.data;
+      args.d_dtype = call.d.dtype;
+      args.ld_d = call.d.ld;
+      if (call.has_aux) {
+        args.aux = call.aux.data;
+        args.aux_dtype = call.aux.dtype;
+        args.ld_aux = call.aux.ld;
+      }
+      if (call.has_bias) {
+        args.bias = call.bias.data;
+        args.bias_dtype = call.bias.dtype;
+      }
+      args.row_partials = ws.partials;
+      void* sums = call.has_bias_grad ? call.bias_grad.data : nullptr;
+      const epigemm_dtype_t sums_dtype = call.has_bias_grad ? call.bias_grad.dtype : EPIGEMM_DTYPE_F32;
+      EPIGEMM_RETURN_IF_ERROR(
+          cuda::launch_tile_kernel(tuning_, tile_op_of(e), args, sums, sums_dtype, stream));
+    }
+  } else if (e == EPIGEMM_EPILOGUE_DGELU_BGRAD && m > 0) {
+    // gemm_n = 0: every bias_grad[i] is an empty sum.
+    EPIGEMM_RETURN_IF_ERROR(cuda::launch_scale_copy(nullptr, call.bias_grad.dtype, m,
+                                                    call.bias_grad.data, call.bias_grad.dtype, m, m,
+                                                    1, 0.0f, false, stream));
+  }
+
+  if (!joined) EPIGEMM_CUDA_CHECK(cudaStreamWaitEvent(stream, join_event_, 0));
+  return Status();
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> create_cuda_backend(const CudaBackendOptions& options) {
+  return std::make_unique<CudaBackend>(options);
+}
+
+std::unique_ptr<Backend> create_cuda_backend() { return create_cuda_backend(CudaBackendOptions{}); }
+
+}  // namespace epigemm

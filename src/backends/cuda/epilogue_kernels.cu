@@ -1,0 +1,438 @@
+// The cuda backend's epilogue kernels: element-wise epilogues and the bias-gradient reductions
+// (geometry and determinism: epilogue_kernels.hpp). The math is core/epilogue_math.hpp's, the
+// same functions the reference backend calls.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "backends/cuda/epilogue_kernels.hpp"
+#include "core/epilogue_math.hpp"
+
+namespace epigemm {
+namespace cuda {
+namespace {
+
+constexpr int kThreadsX = 32;                     // threads along rows
+constexpr int kThreadsY = 8;                      // threads along columns
+constexpr int kRowsPerThread = 8;                 // one 16-byte bf16/fp16 vector
+constexpr int kRowsPerTile = kThreadsX * kRowsPerThread;  // 256
+// Columns a thread loads before it computes and stores: two independent loads per operand in
+// flight per thread, enough at the occupancy these kernels reach (see docs/cuda_backend.md).
+constexpr int kColumnBatch = 2;
+
+// ---- loads and stores of 8 values (vector path) or 1 value (scalar path), any dtype --------
+
+__device__ __forceinline__ void unpack_pair(uint32_t word, epigemm_dtype_t dtype, float* out) {
+  if (dtype == EPIGEMM_DTYPE_BF16) {
+    out[0] = __uint_as_float(word << 16);
+    out[1] = __uint_as_float(word & 0xffff0000u);
+  } else {
+    __half2 h;
+    memcpy(&h, &word, sizeof h);
+    const float2 f = __half22float2(h);
+    out[0] = f.x;
+    out[1] = f.y;
+  }
+}
+
+__device__ __forceinline__ uint32_t pack_pair(float a, float b, epigemm_dtype_t dtype) {
+  uint32_t word;
+  if (dtype == EPIGEMM_DTYPE_BF16) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    memcpy(&word, &h, sizeof word);
+  } else {
+    const __half2 h = __floats2half2_rn(a, b);
+    memcpy(&word, &h, sizeof word);
+  }
+  return word;
+}
+
+// 8 consecutive elements starting at `offset` (a multiple of 8; base 16-byte aligned).
+__device__ __forceinline__ void load8(const void* base, epigemm_dtype_t dtype, int64_t offset,
+                                      float (&v)[8]) {
+  if (dtype == EPIGEMM_DTYPE_F32) {
+    const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(base) + offset);
+    const float4 lo = p[0], hi = p[1];
+    v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
+    v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+  } else {
+    const uint4 raw = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(base) + offset);
+    unpack_pair(raw.x, dtype, v + 0);
+    unpack_pair(raw.y, dtype, v + 2);
+    unpack_pair(raw.z, dtype, v + 4);
+    unpack_pair(raw.w, dtype, v + 6);
+  }
+}
+
+__device__ __forceinline__ void store8(void* base, epigemm_dtype_t dtype, int64_t offset,
+                                       const float (&v)[8]) {
+  if (dtype == EPIGEMM_DTYPE_F32) {
+    float4* p = reinterpret_cast<float4*>(static_cast<float*>(base) + offset);
+    p[0] = make_float4(v[0], v[1], v[2], v[3]);
+    p[1] = make_float4(v[4], v[5], v[6], v[7]);
+  } else {
+    uint4 raw;
+    raw.x = pack_pair(v[0], v[1], dtype);
+    raw.y = pack_pair(v[2], v[3], dtype);
+    raw.z = pack_pair(v[4], v[5], dtype);
+    raw.w = pack_pair(v[6], v[7], dtype);
+    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(base) + offset) = raw;
+  }
+}
+
+__device__ __forceinline__ float load1(const void* base, epigemm_dtype_t dtype, int64_t offset) {
+  switch (dtype) {
+    case EPIGEMM_DTYPE_BF16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[offset]);
+    case EPIGEMM_DTYPE_F16: return __half2float(static_cast<const __half*>(base)[offset]);
+    default: return static_cast<const float*>(base)[offset];
+  }
+}
+
+__device__ __forceinline__ void store1(void* base, epigemm_dtype_t dtype, int64_t offset,
+                                       float value) {
+  switch (dtype) {
+    case EPIGEMM_DTYPE_BF16:
+      static_cast<__nv_bfloat16*>(base)[offset] = __float2bfloat16_rn(value);
+      break;
+    case EPIGEMM_DTYPE_F16: static_cast<__half*>(base)[offset] = __float2half_rn(value); break;
+    default: static_cast<float*>(base)[offset] = value; break;
+  }
+}
+
+constexpr bool op_reads_bias(TileOp op) { return op == TileOp::bias || op == TileOp::gelu_aux_bias; }
+constexpr bool op_writes_aux(TileOp op) {
+  return op == TileOp::gelu_aux || op == TileOp::gelu_aux_bias;
+}
+constexpr bool op_reads_aux(TileOp op) { return op == TileOp::dgelu || op == TileOp::dgelu_bgrad; }
+constexpr bool op_sums_rows(TileOp op) { return op == TileOp::dgelu_bgrad || op == TileOp::row_sums; }
+constexpr bool op_writes_d(TileOp op) { return op != TileOp::row_sums; }
+
+// The 8 rows a thread owns: contiguous on the vector path, 32 apart on the scalar path.
+template <bool kVector>
+__device__ __forceinline__ int64_t thread_row(int64_t tile_row0, int r) {
+  return kVector ? tile_row0 + int64_t(threadIdx.x) * kRowsPerThread + r
+                 : tile_row0 + threadIdx.x + int64_t(kThreadsX) * r;
+}
+
+// Loads the thread's 8 values of column j from an m x n matrix; rows past m read nothing.
+template <bool kVector>
+__device__ __forceinline__ void load_rows(const void* base, epigemm_dtype_t dtype, int64_t ld,
+                                          int64_t tile_row0, int64_t rows, int64_t j,
+                                          float (&v)[8]) {
+  if (kVector) {
+    const int64_t row = thread_row<true>(tile_row0, 0);
+    if (row < rows) {
+      load8(base, dtype, row + j * ld, v);  // rows % 8 == 0: all 8 rows or none
+    } else {
+#pragma unroll
+      for (int r = 0; r < kRowsPerThread; ++r) v[r] = 0.0f;
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      const int64_t row = thread_row<false>(tile_row0, r);
+      v[r] = row < rows ? load1(base, dtype, row + j * ld) : 0.0f;
+    }
+  }
+}
+
+template <bool kVector>
+__device__ __forceinline__ void store_rows(void* base, epigemm_dtype_t dtype, int64_t ld,
+                                           int64_t tile_row0, int64_t rows, int64_t j,
+                                           const float (&v)[8]) {
+  if (kVector) {
+    const int64_t row = thread_row<true>(tile_row0, 0);
+    if (row < rows) store8(base, dtype, row + j * ld, v);
+  } else {
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      const int64_t row = thread_row<false>(tile_row0, r);
+      if (row < rows) store1(base, dtype, row + j * ld, v[r]);
+    }
+  }
+}
+
+// ---- the tile kernel ------------------------------------------------------------------------
+
+// grid: (ceil(rows / 256), column_chunks); block: 32 x 8. Block (bx, by) owns rows
+// [256 bx, 256 bx + 256) and columns [by * columns_per_chunk, ... + columns_per_chunk).
+template <TileOp kOp, bool kVector>
+__global__ void __launch_bounds__(kThreadsX * kThreadsY)
+    tile_kernel(TileArgs args, int64_t columns_per_chunk) {
+  const int64_t tile_row0 = int64_t(blockIdx.x) * kRowsPerTile;
+  const int64_t rows = args.rows;
+
+  float bias[kRowsPerThread] = {};
+  if constexpr (op_reads_bias(kOp)) {
+    load_rows<kVector>(args.bias, args.bias_dtype, 0, tile_row0, rows, 0, bias);
+  }
+  float sums[kRowsPerThread] = {};
+
+  const int64_t column_begin = int64_t(blockIdx.y) * columns_per_chunk;
+  const int64_t column_end = min(args.cols, column_begin + columns_per_chunk);
+  for (int64_t j0 = column_begin + threadIdx.y; j0 < column_end;
+       j0 += int64_t(kThreadsY) * kColumnBatch) {
+    // All loads of the batch first, so that they are in flight together.
+    float acc[kColumnBatch][kRowsPerThread];
+    float aux[kColumnBatch][kRowsPerThread];
+#pragma unroll
+    for (int c = 0; c < kColumnBatch; ++c) {
+      const int64_t j = j0 + int64_t(kThreadsY) * c;
+      if (j < column_end) {
+        load_rows<kVector>(args.acc, args.acc_dtype, args.ld_acc, tile_row0, rows, j, acc[c]);
+        if constexpr (op_reads_aux(kOp)) {
+          load_rows<kVector>(args.aux, args.aux_dtype, args.ld_aux, tile_row0, rows, j, aux[c]);
+        }
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kColumnBatch; ++c) {
+      const int64_t j = j0 + int64_t(kThreadsY) * c;
+      if (j >= column_end) break;
+      float out[kRowsPerThread];
+#pragma unroll
+      for (int r = 0; r < kRowsPerThread; ++r) {
+        const float a = acc[c][r];
+        if constexpr (kOp == TileOp::bias) {
+          out[r] = a + bias[r];
+        } else if constexpr (kOp == TileOp::gelu_aux) {
+          aux[c][r] = a;
+          out[r] = gelu_tanh(a);
+        } else if constexpr (kOp == TileOp::gelu_aux_bias) {
+          const float z = a + bias[r];
+          aux[c][r] = z;
+          out[r] = gelu_tanh(z);
+        } else if constexpr (kOp == TileOp::dgelu || kOp == TileOp::dgelu_bgrad) {
+          out[r] = a * gelu_tanh_grad(aux[c][r]);
+        } else {  // row_sums
+          out[r] = a;
+        }
+        // Rows past the end were loaded as 0 and their sums are never written.
+        if constexpr (op_sums_rows(kOp)) sums[r] += out[r];
+      }
+      if constexpr (op_writes_d(kOp)) {
+        store_rows<kVector>(args.d, args.d_dtype, args.ld_d, tile_row0, rows, j, out);
+      }
+      if constexpr (op_writes_aux(kOp)) {
+        store_rows<kVector>(args.aux, args.aux_dtype, args.ld_aux, tile_row0, rows, j, aux[c]);
+      }
+    }
+  }
+
+  if constexpr (op_sums_rows(kOp)) {
+    // The 8 threads of a row group (threadIdx.y = 0..7) hold sums over disjoint columns; add
+    // them in threadIdx.y order, then write one partial per row for this column chunk.
+    __shared__ float block_sums[kThreadsY][kRowsPerTile];
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      const int row_in_tile = kVector ? threadIdx.x * kRowsPerThread + r : threadIdx.x + kThreadsX * r;
+      block_sums[threadIdx.y][row_in_tile] = sums[r];
+    }
+    __syncthreads();
+    const int row_in_tile = threadIdx.y * kThreadsX + threadIdx.x;
+    float total = 0.0f;
+#pragma unroll
+    for (int y = 0; y < kThreadsY; ++y) total += block_sums[y][row_in_tile];
+    const int64_t row = tile_row0 + row_in_tile;
+    if (row < rows) args.row_partials[int64_t(blockIdx.y) * rows + row] = total;
+  }
+}
+
+// out[i] = sum over chunks c (in order) of partials[c * rows + i].
+__global__ void finish_row_sums_kernel(const float* partials, int64_t chunks, int64_t rows,
+                                       void* out, epigemm_dtype_t out_dtype) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows) return;
+  float total = 0.0f;
+  for (int64_t c = 0; c < chunks; ++c) total += partials[c * rows + i];
+  store1(out, out_dtype, i, total);
+}
+
+constexpr int kColumnSumThreads = 256;
+
+// One block per column j: out[j] = sum over p of x[p + j * ld], threads strided over p, then a
+// fixed tree in shared memory.
+__global__ void __launch_bounds__(kColumnSumThreads)
+    column_sums_kernel(const void* x, epigemm_dtype_t x_dtype, int64_t rows, int64_t ld, void* out,
+                       epigemm_dtype_t out_dtype) {
+  const int64_t j = blockIdx.x;
+  float total = 0.0f;
+  for (int64_t p = threadIdx.x; p < rows; p += kColumnSumThreads) {
+    total += load1(x, x_dtype, p + j * ld);
+  }
+  __shared__ float partial[kColumnSumThreads];
+  partial[threadIdx.x] = total;
+  __syncthreads();
+  for (int width = kColumnSumThreads / 2; width > 0; width /= 2) {
+    if (int(threadIdx.x) < width) partial[threadIdx.x] += partial[threadIdx.x + width];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) store1(out, out_dtype, j, partial[0]);
+}
+
+__global__ void scale_copy_kernel(const void* src, epigemm_dtype_t src_dtype, int64_t ld_src,
+                                  void* dst, epigemm_dtype_t dst_dtype, int64_t ld_dst,
+                                  int64_t rows, int64_t cols, float scale, bool read_src) {
+  const int64_t total = rows * cols;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
+    const int64_t i = e % rows, j = e / rows;
+    const float value = read_src ? scale * load1(src, src_dtype, i + j * ld_src) : 0.0f;
+    store1(dst, dst_dtype, i + j * ld_dst, value);
+  }
+}
+
+// ---- host side ------------------------------------------------------------------------------
+
+Status check_launch(const char* what) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) {
+    return EPIGEMM_BACKEND_ERROR(what, " failed to launch: ", cudaGetErrorString(err));
+  }
+  return Status();
+}
+
+template <TileOp kOp, bool kVector>
+const void* tile_kernel_address() {
+  return reinterpret_cast<const void*>(&tile_kernel<kOp, kVector>);
+}
+
+const void* tile_kernel_for(TileOp op, bool vector) {
+  switch (op) {
+    case TileOp::bias:
+      return vector ? tile_kernel_address<TileOp::bias, true>() : tile_kernel_address<TileOp::bias, false>();
+    case TileOp::gelu_aux:
+      return vector ? tile_kernel_address<TileOp::gelu_aux, true>()
+                    : tile_kernel_address<TileOp::gelu_aux, false>();
+    case TileOp::gelu_aux_bias:
+      return vector ? tile_kernel_address<TileOp::gelu_aux_bias, true>()
+                    : tile_kernel_address<TileOp::gelu_aux_bias, false>();
+    case TileOp::dgelu:
+      return vector ? tile_kernel_address<TileOp::dgelu, true>() : tile_kernel_address<TileOp::dgelu, false>();
+    case TileOp::dgelu_bgrad:
+      return vector ? tile_kernel_address<TileOp::dgelu_bgrad, true>()
+                    : tile_kernel_address<TileOp::dgelu_bgrad, false>();
+    case TileOp::row_sums:
+      return vector ? tile_kernel_address<TileOp::row_sums, true>()
+                    : tile_kernel_address<TileOp::row_sums, false>();
+  }
+  return nullptr;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Splits the columns into chunks so that about `target_blocks` blocks fill the device once:
+// every block then streams a long run of columns and the grid has no tail wave.
+struct TilePlan {
+  int64_t row_tiles = 0;
+  int64_t column_chunks = 0;
+  int64_t columns_per_chunk = 0;
+};
+
+TilePlan plan_tiles(int64_t rows, int64_t cols, int64_t target_blocks) {
+  TilePlan plan;
+  plan.row_tiles = ceil_div(rows, kRowsPerTile);
+  const int64_t wanted_chunks = std::max<int64_t>(1, ceil_div(target_blocks, plan.row_tiles));
+  int64_t per_chunk = ceil_div(cols, wanted_chunks);
+  per_chunk = ceil_div(per_chunk, kThreadsY) * kThreadsY;  // every thread row gets work
+  per_chunk = std::max<int64_t>(per_chunk, ceil_div(cols, 65535));  // grid.y limit
+  plan.columns_per_chunk = per_chunk;
+  plan.column_chunks = ceil_div(cols, per_chunk);
+  return plan;
+}
+
+int64_t target_blocks(const KernelTuning& tuning, TileOp op, bool vector) {
+  const int per_sm = std::max(1, tuning.blocks_per_sm[int(op)][vector ? 1 : 0]);
+  return int64_t(tuning.sm_count) * per_sm;
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace
+
+Status query_kernel_tuning(KernelTuning* tuning) {
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&tuning->sm_count, cudaDevAttrMultiProcessorCount, device);
+  }
+  if (err != cudaSuccess) return EPIGEMM_BACKEND_ERROR("reading the device: ", cudaGetErrorString(err));
+  for (int op = 0; op < kTileOpCount; ++op) {
+    for (int vector = 0; vector < 2; ++vector) {
+      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &tuning->blocks_per_sm[op][vector], tile_kernel_for(TileOp(op), vector != 0),
+          kThreadsX * kThreadsY, 0);
+      if (err != cudaSuccess) {
+        return EPIGEMM_BACKEND_ERROR("the epilogue kernels cannot run on this device: ",
+                                     cudaGetErrorString(err));
+      }
+    }
+  }
+  return Status();
+}
+
+bool tile_vector_path(TileOp op, const TileArgs& args) {
+  if (args.rows % kRowsPerThread != 0) return false;
+  if (!aligned16(args.acc) || args.ld_acc % kRowsPerThread != 0) return false;
+  if (op_writes_d(op) && (!aligned16(args.d) || args.ld_d % kRowsPerThread != 0)) return false;
+  if ((op_reads_aux(op) || op_writes_aux(op)) &&
+      (!aligned16(args.aux) || args.ld_aux % kRowsPerThread != 0)) {
+    return false;
+  }
+  if (op_reads_bias(op) && !aligned16(args.bias)) return false;
+  return true;
+}
+
+int64_t row_partial_elements(const KernelTuning& tuning, TileOp op, int64_t rows, int64_t cols) {
+  if (!op_sums_rows(op) || rows == 0 || cols == 0) return 0;
+  // More target blocks never means fewer chunks, so the larger target bounds both paths.
+  const int64_t target = std::max(target_blocks(tuning, op, true), target_blocks(tuning, op, false));
+  return plan_tiles(rows, cols, target).column_chunks * rows;
+}
+
+Status launch_tile_kernel(const KernelTuning& tuning, TileOp op, const TileArgs& args,
+                          void* row_sums_out, epigemm_dtype_t row_sums_dtype, cudaStream_t stream) {
+  const bool vector = tile_vector_path(op, args);
+  const TilePlan plan = plan_tiles(args.rows, args.cols, target_blocks(tuning, op, vector));
+  const dim3 grid(unsigned(plan.row_tiles), unsigned(plan.column_chunks));
+  const dim3 block(kThreadsX, kThreadsY);
+  int64_t per_chunk = plan.columns_per_chunk;
+  TileArgs kernel_args = args;
+  void* params[] = {&kernel_args, &per_chunk};
+  const cudaError_t err =
+      cudaLaunchKernel(tile_kernel_for(op, vector), grid, block, params, 0, stream);
+  if (err != cudaSuccess) {
+    return EPIGEMM_BACKEND_ERROR("tile epilogue kernel failed to launch: ", cudaGetErrorString(err));
+  }
+  EPIGEMM_RETURN_IF_ERROR(check_launch("tile epilogue kernel"));
+  if (op_sums_rows(op)) {
+    const int threads = 256;
+    finish_row_sums_kernel<<<unsigned(ceil_div(args.rows, threads)), threads, 0, stream>>>(
+        args.row_partials, plan.column_chunks, args.rows, row_sums_out, row_sums_dtype);
+    EPIGEMM_RETURN_IF_ERROR(check_launch("finish_row_sums_kernel"));
+  }
+  return Status();
+}
+
+Status launch_column_sums(const void* x, epigemm_dtype_t x_dtype, int64_t rows, int64_t cols,
+                          int64_t ld, void* out, epigemm_dtype_t out_dtype, cudaStream_t stream) {
+  column_sums_kernel<<<unsigned(cols), kColumnSumThreads, 0, stream>>>(x, x_dtype, rows, ld, out,
+                                                                       out_dtype);
+  return check_launch("column_sums_kernel");
+}
+
+Status launch_scale_copy(const void* src, epigemm_dtype_t src_dtype, int64_t ld_src, void* dst,
+                         epigemm_dtype_t dst_dtype, int64_t ld_dst, int64_t rows, int64_t cols,
+                         float scale, bool read_src, cudaStream_t stream) {
+  const int threads = 256;
+  const int64_t blocks = std::min<int64_t>(ceil_div(rows * cols, threads), 65536);
+  scale_copy_kernel<<<unsigned(blocks), threads, 0, stream>>>(src, src_dtype, ld_src, dst, dst_dtype,
+                                                              ld_dst, rows, cols, scale, read_src);
+  return check_launch("scale_copy_kernel");
+}
+
+}  // namespace cuda
+}  // namespace epigemm
