@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The one GPU script: on the GPU machine, build with all cores, run the whole test binary, run the
+# GPU tests again under compute-sanitizer (memcheck, racecheck), run the benchmark, and leave logs
+# and results in $OUT (default ./gpu-check-out). Prints a short table last.
+#
+#   bash scripts/gpu_check.sh prepare   # here, once: copies /usr/src/googletest into .gtest-src
+#                                       # (ignored) for a GPU machine without GoogleTest; carry it
+#   bash scripts/gpu_check.sh           # on the GPU machine (device tool: carry [".gtest-src"])
+#
+# Environment: MEMCHECK_FILTER / RACECHECK_FILTER (gtest filters), BENCH_ARGS (e.g. "--reps 40").
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+if [ "${1:-}" = prepare ]; then
+  rm -rf .gtest-src && cp -r /usr/src/googletest .gtest-src
+  grep -qx '/.gtest-src/' .git/info/exclude 2>/dev/null || echo '/.gtest-src/' >> .git/info/exclude
+  echo "copied /usr/src/googletest to .gtest-src (ignored); carry it to the GPU machine"
+  exit 0
+fi
+
+OUT=${OUT:-$ROOT/gpu-check-out}
+mkdir -p "$OUT"
+BUILD=$ROOT/build-gpu
+MEMCHECK_FILTER=${MEMCHECK_FILTER:-'CudaBackend.*:-CudaBackend.BiasOnMoreThan2To31Elements'}
+# racecheck instruments every shared-memory access, cuBLAS's too: small GEMMs only.
+RACECHECK_FILTER=${RACECHECK_FILTER:-'CudaBackend.CallsCaptureIntoAGraphAndReplay:CudaBackend.DegenerateSizes'}
+BENCH_ARGS=${BENCH_ARGS:-}
+
+step() { echo "== $(date -u +%H:%M:%S) $*"; }
+# "[  PASSED  ] 12 tests." etc. from a gtest log
+counts() {
+  local log=$1
+  local passed failed skipped
+  passed=$(grep -Eo '^\[  PASSED  \] [0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1)
+  failed=$(grep -Eo '^\[  FAILED  \] [0-9]+ test' "$log" | grep -Eo '[0-9]+' | tail -1)
+  skipped=$(grep -Eo '^\[  SKIPPED \] [0-9]+ test' "$log" | grep -Eo '[0-9]+' | tail -1)
+  echo "passed ${passed:-0}, failed ${failed:-0}, skipped ${skipped:-0}"
+}
+
+step "device"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | tee "$OUT/bench.log"
+nvcc --version | tail -2 | tee -a "$OUT/bench.log"
+
+step "configure + build ($(nproc) cores)"
+GTEST_ARG=()
+if [ -d "$ROOT/.gtest-src" ]; then GTEST_ARG=(-DEPIGEMM_GTEST_SOURCE_DIR="$ROOT/.gtest-src"); fi
+if ! { cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEPIGEMM_WITH_CUDA=ON "${GTEST_ARG[@]}" &&
+       cmake --build "$BUILD" -j"$(nproc)" --target epigemm_tests epigemm_bench_gpu; } > "$OUT/build.log" 2>&1; then
+  tail -40 "$OUT/build.log"
+  echo "BUILD FAILED (full log: $OUT/build.log)"
+  exit 1
+fi
+grep -c -i 'warning' "$OUT/build.log" | sed 's/^/build warnings: /'
+TESTS=$BUILD/tests/epigemm_tests
+BENCH=$BUILD/bench/epigemm_bench_gpu
+
+step "tests (whole binary)"
+timeout 240 "$TESTS" > "$OUT/tests.log" 2>&1
+TESTS_RC=$?
+grep -E '^\[  (FAILED|SKIPPED) ' "$OUT/tests.log" | head -20
+
+step "compute-sanitizer memcheck: $MEMCHECK_FILTER"
+timeout 180 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 99 \
+  "$TESTS" --gtest_filter="$MEMCHECK_FILTER" > "$OUT/memcheck.log" 2>&1
+MEMCHECK_RC=$?
+tail -3 "$OUT/memcheck.log"
+
+step "compute-sanitizer racecheck: $RACECHECK_FILTER"
+timeout 150 compute-sanitizer --tool racecheck --error-exitcode 99 \
+  "$TESTS" --gtest_filter="$RACECHECK_FILTER" > "$OUT/racecheck.log" 2>&1
+RACECHECK_RC=$?
+tail -3 "$OUT/racecheck.log"
+
+step "benchmark"
+# shellcheck disable=SC2086
+timeout 240 "$BENCH" --out "$OUT" $BENCH_ARGS >> "$OUT/bench.log" 2>&1
+BENCH_RC=$?
+
+echo
+echo "results and logs in $OUT: build.log tests.log memcheck.log racecheck.log bench.log bench_gpu.csv bench_gpu.md"
+echo "tests:     rc $TESTS_RC, $(counts "$OUT/tests.log")"
+echo "memcheck:  rc $MEMCHECK_RC, $(counts "$OUT/memcheck.log"), $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
+echo "racecheck: rc $RACECHECK_RC, $(counts "$OUT/racecheck.log"), $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.log" | tail -1)"
+echo "bench:     rc $BENCH_RC"
+sed -n '/^copy /,$p' "$OUT/bench.log"
+[ $TESTS_RC -eq 0 ] && [ $MEMCHECK_RC -eq 0 ] && [ $RACECHECK_RC -eq 0 ] && [ $BENCH_RC -eq 0 ]
