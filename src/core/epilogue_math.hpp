@@ -27,29 +27,43 @@ struct GeluTanhConstants {
   static constexpr T saturation = T(1.0e4);
 };
 
+// The functions below are templates over T so that one formula serves float and double on the
+// host and the device, and also a SIMD vector of floats (the cpu backend's AVX2 kernels). Such a
+// vector type specializes ScalarOf (its lane type, for the constants) and overloads exp() and
+// where() for its lanes; the saturation limits are therefore written as selects, not branches.
+template <typename T>
+struct ScalarOf {
+  using type = T;
+};
+
+// if_true where condition holds, else if_false (both already evaluated).
+template <typename T>
+EPIGEMM_HOST_DEVICE T where(bool condition, T if_true, T if_false) {
+  return condition ? if_true : if_false;
+}
+
 // gelu_tanh(x) = 0.5 x (1 + tanh(u)).  NaN in, NaN out.
 template <typename T>
 EPIGEMM_HOST_DEVICE T gelu_tanh(T x) {
-  using C = GeluTanhConstants<T>;
+  using C = GeluTanhConstants<typename ScalarOf<T>::type>;
   using std::exp;
-  if (x > C::saturation) return x;
-  if (x < -C::saturation) return T(0) * T(-1);  // -0, the limit from below
   const T u = C::sqrt_2_over_pi * (x + C::cubic * x * x * x);
-  return x / (T(1) + exp(T(-2) * u));
+  const T inside = x / (T(1) + exp(T(-2) * u));
+  // -0 is the limit from below.
+  return where(x > C::saturation, x, where(x < -C::saturation, T(0) * T(-1), inside));
 }
 
 // gelu_tanh'(x) = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
 template <typename T>
 EPIGEMM_HOST_DEVICE T gelu_tanh_grad(T x) {
-  using C = GeluTanhConstants<T>;
+  using C = GeluTanhConstants<typename ScalarOf<T>::type>;
   using std::exp;
-  if (x > C::saturation) return T(1);
-  if (x < -C::saturation) return T(0);
   const T x2 = x * x;
   const T e = exp(T(-2) * C::sqrt_2_over_pi * (x + C::cubic * x2 * x));  // may be 0 or Inf
   const T s = T(1) / (T(1) + e);
   const T s_one_minus_s = T(1) / (T(2) + e + T(1) / e);  // e / (1 + e)^2, finite at both ends
-  return s + T(2) * x * s_one_minus_s * C::sqrt_2_over_pi * (T(1) + T(3) * C::cubic * x2);
+  const T inside = s + T(2) * x * s_one_minus_s * C::sqrt_2_over_pi * (T(1) + T(3) * C::cubic * x2);
+  return where(x > C::saturation, T(1), where(x < -C::saturation, T(0), inside));
 }
 
 }  // namespace epigemm

@@ -1,0 +1,329 @@
+// The cpu backend's driver (cpu_backend.hpp): panels of D, the GEMM of each panel, its epilogue,
+// the workspace, the threads. Formulas: docs/conventions.md; design and numbers:
+// docs/cpu_backend.md.
+//
+// For a panel of w columns starting at column j0 (D[:, j0:j0+w], gemm_m x w):
+//   1. BGRADB: bias_grad[j0:j0+w] = column sums of op(B)[:, j0:j0+w] (k x w), read from B;
+//   2. acc = alpha op(A) op(B)[:, j0:j0+w] + beta D_old[:, j0:j0+w], in fp32: in D itself when D
+//      is fp32, else in a gemm_m x w workspace panel (D_old widened into it when beta != 0);
+//      fp16/bf16 A and B are widened block by block (gemm_k blocks of conversion_k_block) into the
+//      workspace and the GEMM accumulates over the blocks;
+//   3. the epilogue on the panel, split by rows over the threads.
+// The GEMM engine's own threads run step 2; steps 1 and 3 are OpenMP loops, so the two never
+// run at the same time.
+#include "backends/cpu/cpu_backend.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/epilogue_kernels.hpp"
+#include "core/numeric.hpp"
+
+namespace epigemm {
+namespace {
+
+constexpr size_t kAlignment = 64;
+// Rows per epilogue task: a multiple of every kernel's chunk (8 vectors of 8 floats).
+constexpr int64_t kEpilogueRows = 256;
+// Below this many elements a step runs on the calling thread alone.
+constexpr int64_t kParallelElements = 1 << 15;
+
+size_t round_up(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+
+// Byte offset of element (row, col) of a column-major matrix.
+char* element(const Matrix& m, int64_t row, int64_t col) {
+  return static_cast<char*>(m.data) + (row + col * m.ld) * int64_t(dtype_size(m.dtype));
+}
+
+// The workspace of one call, in the order the regions are laid out (each 64-byte aligned). It
+// depends on the sizes, dtypes and options only, never on the number of threads.
+struct WorkspacePlan {
+  int64_t panel_columns = 1;
+  int64_t k_block = 1;
+  size_t acc_panel = 0;  // gemm_m x panel fp32, when D is fp16/bf16
+  size_t a_block = 0;    // op(A) block: gemm_m x k_block fp32, when A is fp16/bf16
+  size_t b_block = 0;    // op(B) block: k_block x panel fp32, when B is fp16/bf16
+  size_t bias = 0;       // gemm_m fp32, when the bias is fp16/bf16
+  size_t sums = 0;       // bias-gradient sums in fp32, when bias_grad is fp16/bf16
+
+  size_t regions() const { return acc_panel + a_block + b_block + bias + sums; }
+  // The caller's pointer may be unaligned: one alignment's worth of slack.
+  size_t total() const { return regions() == 0 ? 0 : regions() + kAlignment; }
+};
+
+WorkspacePlan plan_workspace(const GemmCall& call, const CpuBackendOptions& options) {
+  WorkspacePlan plan;
+  const int64_t m = call.gemm_m, n = call.gemm_n, k = call.gemm_k;
+  plan.panel_columns = std::max<int64_t>(1, std::min(n, options.panel_columns));
+  plan.k_block = std::max<int64_t>(1, std::min(k, options.conversion_k_block));
+  const bool has_product = m > 0 && n > 0;
+  if (has_product && call.d.dtype != EPIGEMM_DTYPE_F32) {
+    plan.acc_panel = round_up(size_t(m * plan.panel_columns) * sizeof(float));
+  }
+  if (has_product && k > 0 && call.a.dtype != EPIGEMM_DTYPE_F32) {
+    plan.a_block = round_up(size_t(m * plan.k_block) * sizeof(float));
+    plan.b_block = round_up(size_t(plan.k_block * plan.panel_columns) * sizeof(float));
+  }
+  if (has_product && epilogue_reads_bias(call.epilogue) && call.bias.dtype != EPIGEMM_DTYPE_F32) {
+    plan.bias = round_up(size_t(m) * sizeof(float));
+  }
+  if (epilogue_writes_bias_grad(call.epilogue) && call.bias_grad.dtype != EPIGEMM_DTYPE_F32) {
+    plan.sums = round_up(size_t(bias_grad_length(call)) * sizeof(float));
+  }
+  return plan;
+}
+
+// Sets the OpenMP thread count of the calling thread for the duration of a call (the GEMM engine
+// and the epilogue loops both follow it), and puts the caller's back afterwards.
+class OmpThreadsScope {
+ public:
+  explicit OmpThreadsScope(int threads) : saved_(omp_get_max_threads()), set_(threads > 0) {
+    if (set_) omp_set_num_threads(threads);
+  }
+  ~OmpThreadsScope() {
+    if (set_) omp_set_num_threads(saved_);
+  }
+  OmpThreadsScope(const OmpThreadsScope&) = delete;
+  OmpThreadsScope& operator=(const OmpThreadsScope&) = delete;
+
+ private:
+  int saved_;
+  bool set_;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const CpuBackendOptions& options)
+      : options_(options),
+        kernels_(options.use_avx2 ? select_epilogue_kernels() : scalar_epilogue_kernels()) {}
+
+  epigemm_backend_t id() const override { return EPIGEMM_BACKEND_CPU; }
+  bool usable() const override { return cpu_gemm_engine_available(options_.engine); }
+  Support supports(const GemmCall& call) const override {
+    if (call.memory() != EPIGEMM_MEMORY_HOST) {
+      return Support::no("the cpu backend runs on host memory only");
+    }
+    const int64_t largest = std::max({call.gemm_m, call.gemm_n, call.gemm_k, call.a.ld,
+                                      call.b.ld, call.d.ld});
+    if (!cpu_gemm_engine_fits(options_.engine, largest)) {
+      return Support::no(std::string(cpu_gemm_engine_name(options_.engine)) +
+                         " takes 32-bit sizes and leading dimensions");
+    }
+    return Support::yes();
+  }
+  size_t workspace_bytes(const GemmCall& call) const override {
+    return plan_workspace(call, options_).total();
+  }
+  // Above the reference backend (0): this is the CPU's fast path.
+  int auto_priority(const GemmCall&) const override { return 10; }
+  Status run(const GemmCall& call) override;
+
+ private:
+  void sum_panel_of_op_b(const GemmCall& call, int64_t j0, int64_t width, float* sums) const;
+  Status panel_product(const GemmCall& call, const WorkspacePlan& plan, char* workspace,
+                       int64_t j0, int64_t width, float* acc, int64_t ld_acc) const;
+  void widen_blocks(const GemmCall& call, int64_t j0, int64_t width, int64_t p0, int64_t depth,
+                    float* a_block, float* b_block) const;
+
+  CpuBackendOptions options_;
+  const EpilogueKernels& kernels_;
+};
+
+// BGRADB: sums[j] = sum over p of op(B)[p, j0 + j], j < width. Each sum is taken by one thread in a
+// fixed order, so the result does not depend on the thread count.
+void CpuBackend::sum_panel_of_op_b(const GemmCall& call, int64_t j0, int64_t width,
+                                   float* sums) const {
+  const int64_t k = call.gemm_k;
+  const size_t size = dtype_size(call.b.dtype);
+  constexpr int64_t kColumnsPerTask = 16;
+  const int64_t tasks = (width + kColumnsPerTask - 1) / kColumnsPerTask;
+#pragma omp parallel for schedule(static) if (width * k >= kParallelElements)
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t first = j0 + t * kColumnsPerTask;
+    const int64_t count = std::min(kColumnsPerTask, j0 + width - first);
+    if (call.transb == EPIGEMM_OP_N) {
+      // B is k x n: column j of op(B) is column j of B, contiguous.
+      const char* column = static_cast<const char*>(call.b.data) + first * call.b.ld * int64_t(size);
+      kernels_.sum_columns(column, call.b.dtype, call.b.ld, k, count, sums + (first - j0));
+    } else {
+      // B is n x k: column j of op(B) is row j of B; sum rows first..first+count over k columns.
+      const char* rows = static_cast<const char*>(call.b.data) + first * int64_t(size);
+      kernels_.sum_rows(rows, call.b.dtype, call.b.ld, count, k, sums + (first - j0));
+    }
+  }
+}
+
+// Widens op(A)[:, p0:p0+depth] and op(B)[p0:p0+depth, j0:j0+width] to fp32, each keeping its
+// stored orientation:
+//   A as stored, transa = N: gemm_m x depth, ld gemm_m;  transa = T: depth x gemm_m, ld depth;
+//   B as stored, transb = N: depth x width, ld depth;    transb = T: width x depth, ld width.
+void CpuBackend::widen_blocks(const GemmCall& call, int64_t j0, int64_t width, int64_t p0,
+                              int64_t depth, float* a_block, float* b_block) const {
+  const int64_t m = call.gemm_m;
+  const bool a_n = call.transa == EPIGEMM_OP_N, b_n = call.transb == EPIGEMM_OP_N;
+  const int64_t a_columns = a_n ? depth : m, a_rows = a_n ? m : depth;
+  const int64_t b_columns = b_n ? width : depth, b_rows = b_n ? depth : width;
+  const int64_t columns = a_columns + b_columns;
+#pragma omp parallel for schedule(static) if ((m + width) * depth >= kParallelElements)
+  for (int64_t c = 0; c < columns; ++c) {
+    if (c < a_columns) {
+      const char* src = a_n ? element(call.a, 0, p0 + c) : element(call.a, p0, c);
+      kernels_.to_float(src, call.a.dtype, a_rows, a_block + c * a_rows);
+    } else {
+      const int64_t cb = c - a_columns;
+      const char* src = b_n ? element(call.b, p0, j0 + cb) : element(call.b, j0, p0 + cb);
+      kernels_.to_float(src, call.b.dtype, b_rows, b_block + cb * b_rows);
+    }
+  }
+}
+
+// acc (gemm_m x width, ld_acc) = alpha op(A) op(B)[:, j0:j0+width] + beta D_old[:, j0:j0+width].
+// When D is fp32, acc is D and holds D_old on entry; otherwise acc is the workspace panel.
+Status CpuBackend::panel_product(const GemmCall& call, const WorkspacePlan& plan, char* workspace,
+                                 int64_t j0, int64_t width, float* acc, int64_t ld_acc) const {
+  const int64_t m = call.gemm_m, k = call.gemm_k;
+  const bool d_is_acc = call.d.dtype == EPIGEMM_DTYPE_F32;
+  // beta = 0 never reads D_old (it may hold NaN, as in BLAS): the panel starts from zeros, which
+  // also keeps the result independent of whether the engine reads C when beta = 0.
+  const bool parallel = m * width >= kParallelElements;
+  if (call.beta == 0.0f || k == 0) {
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t j = 0; j < width; ++j) {
+      float* column = acc + j * ld_acc;
+      if (call.beta == 0.0f) {
+        std::memset(column, 0, size_t(m) * sizeof(float));
+        continue;
+      }
+      if (!d_is_acc) kernels_.to_float(element(call.d, 0, j0 + j), call.d.dtype, m, column);
+      // gemm_k = 0: acc = beta D_old.
+      for (int64_t i = 0; i < m; ++i) column[i] *= call.beta;
+    }
+    if (k == 0) return Status();
+  } else if (!d_is_acc) {
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t j = 0; j < width; ++j) {
+      kernels_.to_float(element(call.d, 0, j0 + j), call.d.dtype, m, acc + j * ld_acc);
+    }
+  }
+
+  if (call.a.dtype == EPIGEMM_DTYPE_F32) {
+    const float* a = static_cast<const float*>(call.a.data);
+    const float* b = reinterpret_cast<const float*>(
+        call.transb == EPIGEMM_OP_N ? element(call.b, 0, j0) : element(call.b, j0, 0));
+    return cpu_sgemm(options_.engine, call.transa, call.transb, m, width, k, call.alpha, a,
+                     call.a.ld, b, call.b.ld, call.beta, acc, ld_acc);
+  }
+
+  float* a_block = reinterpret_cast<float*>(workspace + plan.acc_panel);
+  float* b_block = reinterpret_cast<float*>(workspace + plan.acc_panel + plan.a_block);
+  for (int64_t p0 = 0; p0 < k; p0 += plan.k_block) {
+    const int64_t depth = std::min(plan.k_block, k - p0);
+    widen_blocks(call, j0, width, p0, depth, a_block, b_block);
+    const int64_t lda = call.transa == EPIGEMM_OP_N ? m : depth;
+    const int64_t ldb = call.transb == EPIGEMM_OP_N ? depth : width;
+    EPIGEMM_RETURN_IF_ERROR(cpu_sgemm(options_.engine, call.transa, call.transb, m, width, depth,
+                                      call.alpha, a_block, lda, b_block, ldb,
+                                      p0 == 0 ? call.beta : 1.0f, acc, ld_acc));
+  }
+  return Status();
+}
+
+Status CpuBackend::run(const GemmCall& call) {
+  const OmpThreadsScope threads(options_.threads);
+  const WorkspacePlan plan = plan_workspace(call, options_);
+  char* workspace = nullptr;
+  if (plan.total() > 0) {
+    const uintptr_t raw = reinterpret_cast<uintptr_t>(call.workspace);
+    workspace = reinterpret_cast<char*>((raw + kAlignment - 1) / kAlignment * kAlignment);
+  }
+  const size_t bias_offset = plan.acc_panel + plan.a_block + plan.b_block;
+  const size_t sums_offset = bias_offset + plan.bias;
+
+  const int64_t m = call.gemm_m, n = call.gemm_n;
+  const epigemm_epilogue_t e = call.epilogue;
+
+  // The bias-gradient sums in fp32: bias_grad itself when it is fp32, else the workspace.
+  // BGRADB takes each column sum whole (in double inside the kernel); DGELU_BGRAD adds panel by
+  // panel (all zeros when gemm_n = 0).
+  float* sums = nullptr;
+  if (epilogue_writes_bias_grad(e)) {
+    sums = call.bias_grad.dtype == EPIGEMM_DTYPE_F32
+               ? static_cast<float*>(call.bias_grad.data)
+               : reinterpret_cast<float*>(workspace + sums_offset);
+    if (e == EPIGEMM_EPILOGUE_DGELU_BGRAD) std::fill(sums, sums + m, 0.0f);
+  }
+
+  const float* bias = nullptr;
+  if (epilogue_reads_bias(e) && m > 0 && n > 0) {
+    if (call.bias.dtype == EPIGEMM_DTYPE_F32) {
+      bias = static_cast<const float*>(call.bias.data);
+    } else {
+      float* widened = reinterpret_cast<float*>(workspace + bias_offset);
+      kernels_.to_float(call.bias.data, call.bias.dtype, m, widened);
+      bias = widened;
+    }
+  }
+
+  // D = acc needs no pass of its own when D is fp32.
+  const bool needs_epilogue_pass =
+      !(call.d.dtype == EPIGEMM_DTYPE_F32 &&
+        (e == EPIGEMM_EPILOGUE_DEFAULT || e == EPIGEMM_EPILOGUE_BGRADB));
+  const int64_t row_tasks = (m + kEpilogueRows - 1) / kEpilogueRows;
+
+  for (int64_t j0 = 0; j0 < n; j0 += plan.panel_columns) {
+    const int64_t width = std::min(plan.panel_columns, n - j0);
+    // BGRADB does not depend on gemm_m: written even when D is empty.
+    if (e == EPIGEMM_EPILOGUE_BGRADB) sum_panel_of_op_b(call, j0, width, sums + j0);
+    if (m == 0) continue;
+
+    float* acc = reinterpret_cast<float*>(workspace);
+    int64_t ld_acc = m;
+    if (call.d.dtype == EPIGEMM_DTYPE_F32) {
+      acc = reinterpret_cast<float*>(element(call.d, 0, j0));
+      ld_acc = call.d.ld;
+    }
+    EPIGEMM_RETURN_IF_ERROR(panel_product(call, plan, workspace, j0, width, acc, ld_acc));
+    if (!needs_epilogue_pass) continue;
+
+#pragma omp parallel for schedule(static) if (m * width >= kParallelElements)
+    for (int64_t t = 0; t < row_tasks; ++t) {
+      const int64_t r0 = t * kEpilogueRows;
+      EpilogueBlock block;
+      block.rows = std::min(kEpilogueRows, m - r0);
+      block.cols = width;
+      block.acc = acc + r0;
+      block.ld_acc = ld_acc;
+      block.d = element(call.d, r0, j0);
+      block.d_dtype = call.d.dtype;
+      block.ld_d = call.d.ld;
+      if (bias != nullptr) block.bias = bias + r0;
+      if (call.has_aux && call.aux.data != nullptr) {
+        block.aux = element(call.aux, r0, j0);
+        block.aux_dtype = call.aux.dtype;
+        block.ld_aux = call.aux.ld;
+      }
+      if (e == EPIGEMM_EPILOGUE_DGELU_BGRAD) block.row_sums = sums + r0;
+      kernels_.apply(e, block);
+    }
+  }
+
+  if (sums != nullptr && call.bias_grad.dtype != EPIGEMM_DTYPE_F32) {
+    const int64_t length = bias_grad_length(call);
+    for (int64_t i = 0; i < length; ++i) {
+      store_from_float(call.bias_grad.data, call.bias_grad.dtype, i, sums[i]);
+    }
+  }
+  return Status();
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> create_cpu_backend(const CpuBackendOptions& options) {
+  return std::make_unique<CpuBackend>(options);
+}
+
+std::unique_ptr<Backend> create_cpu_backend() { return create_cpu_backend(CpuBackendOptions()); }
+
+}  // namespace epigemm

@@ -1,0 +1,32 @@
+// The cpu backend (docs/cpu_backend.md): for each panel of D's columns, a plain fp32 BLAS GEMM
+// (gemm_engine.hpp) and right after it the epilogue kernels (epilogue_kernels.hpp) while the panel
+// is still in cache. Host memory only; every epilogue, dtype, transpose, alpha/beta and leading
+// dimension of docs/conventions.md. TF32 does not exist on the CPU: allow_tf32 is ignored and
+// fp32 inputs always run in full fp32.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "backends/cpu/gemm_engine.hpp"
+#include "core/backend.hpp"
+
+namespace epigemm {
+
+struct CpuBackendOptions {
+  // Columns of D (gemm_n) per panel. Fixed per backend instance, so it fixes the order of the
+  // DGELU_BGRAD partial sums too.
+  int64_t panel_columns = 512;
+  // gemm_k per block when fp16/bf16 operands are widened to fp32 in the workspace.
+  int64_t conversion_k_block = 256;
+  // OpenMP threads a call uses; 0 = omp_get_max_threads() of the calling thread.
+  int threads = 0;
+  CpuGemmEngine engine = default_cpu_gemm_engine();
+  // false: the portable kernels even where the AVX2 ones could run (tests compare the two).
+  bool use_avx2 = true;
+};
+
+std::unique_ptr<Backend> create_cpu_backend();
+std::unique_ptr<Backend> create_cpu_backend(const CpuBackendOptions& options);
+
+}  // namespace epigemm

@@ -1,0 +1,244 @@
+// The cpu backend's kernels written once as templates over a lane type, instantiated twice:
+// epilogue_kernels_avx2.cpp (8 floats in a __m256) and epilogue_kernels_scalar.cpp (one float).
+// Only included by those two files. Everything here is a template that depends on the Ops
+// parameter, whose type is file-local in each instantiating file, so no code compiled for AVX2 can
+// be merged by the linker into the portable build.
+//
+// Ops provides: V (the lane type), width (lanes in V), load/store of V from/to float, Half and
+// BFloat16 storage (unaligned), the V arithmetic that src/core/epilogue_math.hpp needs
+// (gelu_tanh<V>, gelu_tanh_grad<V>), and for the bias-gradient sums Wide (width doubles):
+// wide_zero(), add_wide(Wide, V), store_wide(double*, Wide), wide_lane_sum(Wide) (the lanes
+// added in a fixed order). The sums are taken in double: a bias gradient sums up to tokens
+// (16k+) terms that largely cancel, where fp32 accumulation loses digits the fp32 tolerance of
+// docs/conventions.md does not allow; double costs two adds per 8 elements.
+//
+// A row tail shorter than a vector goes through a zero-padded copy and the same vector code, so
+// an element's value never depends on where the block boundaries fall.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "backends/cpu/epilogue_kernels.hpp"
+#include "core/epilogue_math.hpp"
+#include "core/numeric.hpp"
+
+namespace epigemm {
+namespace epilogue_kernels_impl {
+
+template <class Ops, class Storage>
+typename Ops::V load_lanes(const Storage* p, int64_t count) {
+  if (count == Ops::width) return Ops::load(p);
+  Storage lanes[Ops::width] = {};
+  std::memcpy(lanes, p, size_t(count) * sizeof(Storage));
+  return Ops::load(lanes);
+}
+
+template <class Ops, class Storage>
+void store_lanes(Storage* p, int64_t count, typename Ops::V value) {
+  if (count == Ops::width) {
+    Ops::store(p, value);
+    return;
+  }
+  Storage lanes[Ops::width];
+  Ops::store(lanes, value);
+  std::memcpy(p, lanes, size_t(count) * sizeof(Storage));
+}
+
+template <class Ops>
+constexpr int64_t lesser(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+
+// One block, D stored as DStorage, aux as AuxStorage (float when the epilogue has no aux).
+template <class Ops, epigemm_epilogue_t E, class DStorage, class AuxStorage>
+void apply_block(const EpilogueBlock& b) {
+  using V = typename Ops::V;
+  constexpr int64_t W = Ops::width;
+  constexpr bool kRowSums = E == EPIGEMM_EPILOGUE_DGELU_BGRAD;
+  constexpr bool kWritesAux =
+      E == EPIGEMM_EPILOGUE_GELU_AUX || E == EPIGEMM_EPILOGUE_GELU_AUX_BIAS;
+  constexpr bool kReadsAux = E == EPIGEMM_EPILOGUE_DGELU || E == EPIGEMM_EPILOGUE_DGELU_BGRAD;
+  // DGELU_BGRAD walks a chunk of 4 vectors of rows across every column, the row sums staying in
+  // registers; the other epilogues walk whole columns, the contiguous direction.
+  constexpr int64_t kChunkVectors = 4;
+  const int64_t chunk_rows = kRowSums ? kChunkVectors * W : (b.rows > 0 ? b.rows : 1);
+  DStorage* const d = static_cast<DStorage*>(b.d);
+
+  for (int64_t i0 = 0; i0 < b.rows; i0 += chunk_rows) {
+    const int64_t i1 = lesser<Ops>(i0 + chunk_rows, b.rows);
+    typename Ops::Wide sums[kChunkVectors];
+    for (auto& s : sums) s = Ops::wide_zero();
+    for (int64_t j = 0; j < b.cols; ++j) {
+      const float* acc_col = b.acc + j * b.ld_acc;
+      DStorage* d_col = d + j * b.ld_d;
+      AuxStorage* aux_col = nullptr;
+      if constexpr (kWritesAux || kReadsAux) aux_col = static_cast<AuxStorage*>(b.aux) + j * b.ld_aux;
+      for (int64_t i = i0; i < i1; i += W) {
+        const int64_t count = lesser<Ops>(W, i1 - i);
+        const V acc = load_lanes<Ops>(acc_col + i, count);
+        V out = acc;  // DEFAULT, BGRADB: D = acc
+        if constexpr (E == EPIGEMM_EPILOGUE_BIAS) {
+          out = acc + load_lanes<Ops>(b.bias + i, count);
+        } else if constexpr (E == EPIGEMM_EPILOGUE_GELU_AUX) {
+          store_lanes<Ops>(aux_col + i, count, acc);
+          out = gelu_tanh<V>(acc);
+        } else if constexpr (E == EPIGEMM_EPILOGUE_GELU_AUX_BIAS) {
+          const V z = acc + load_lanes<Ops>(b.bias + i, count);
+          store_lanes<Ops>(aux_col + i, count, z);
+          out = gelu_tanh<V>(z);
+        } else if constexpr (kReadsAux) {
+          out = acc * gelu_tanh_grad<V>(load_lanes<Ops>(aux_col + i, count));
+          if constexpr (kRowSums) sums[(i - i0) / W] = Ops::add_wide(sums[(i - i0) / W], out);
+        }
+        store_lanes<Ops>(d_col + i, count, out);
+      }
+    }
+    if constexpr (kRowSums) {
+      // Padded lanes summed zeros (acc = 0); only the block's rows are added.
+      for (int64_t v = 0; v < kChunkVectors && i0 + v * W < i1; ++v) {
+        double lanes[W];
+        Ops::store_wide(lanes, sums[v]);
+        const int64_t i = i0 + v * W;
+        for (int64_t l = 0; l < lesser<Ops>(W, i1 - i); ++l) {
+          b.row_sums[i + l] = float(double(b.row_sums[i + l]) + lanes[l]);
+        }
+      }
+    }
+  }
+}
+
+template <class Ops, epigemm_epilogue_t E, class DStorage>
+void apply_with_d(const EpilogueBlock& b) {
+  constexpr bool kAux = E == EPIGEMM_EPILOGUE_GELU_AUX || E == EPIGEMM_EPILOGUE_GELU_AUX_BIAS ||
+                        E == EPIGEMM_EPILOGUE_DGELU || E == EPIGEMM_EPILOGUE_DGELU_BGRAD;
+  if constexpr (kAux) {
+    switch (b.aux_dtype) {
+      case EPIGEMM_DTYPE_F16: return apply_block<Ops, E, DStorage, Half>(b);
+      case EPIGEMM_DTYPE_BF16: return apply_block<Ops, E, DStorage, BFloat16>(b);
+      default: return apply_block<Ops, E, DStorage, float>(b);
+    }
+  } else {
+    return apply_block<Ops, E, DStorage, float>(b);
+  }
+}
+
+template <class Ops, epigemm_epilogue_t E>
+void apply_with_epilogue(const EpilogueBlock& b) {
+  switch (b.d_dtype) {
+    case EPIGEMM_DTYPE_F16: return apply_with_d<Ops, E, Half>(b);
+    case EPIGEMM_DTYPE_BF16: return apply_with_d<Ops, E, BFloat16>(b);
+    default: return apply_with_d<Ops, E, float>(b);
+  }
+}
+
+template <class Ops>
+void apply(epigemm_epilogue_t epilogue, const EpilogueBlock& b) {
+  switch (epilogue) {
+    case EPIGEMM_EPILOGUE_BIAS: return apply_with_epilogue<Ops, EPIGEMM_EPILOGUE_BIAS>(b);
+    case EPIGEMM_EPILOGUE_GELU_AUX: return apply_with_epilogue<Ops, EPIGEMM_EPILOGUE_GELU_AUX>(b);
+    case EPIGEMM_EPILOGUE_GELU_AUX_BIAS:
+      return apply_with_epilogue<Ops, EPIGEMM_EPILOGUE_GELU_AUX_BIAS>(b);
+    case EPIGEMM_EPILOGUE_DGELU: return apply_with_epilogue<Ops, EPIGEMM_EPILOGUE_DGELU>(b);
+    case EPIGEMM_EPILOGUE_DGELU_BGRAD:
+      return apply_with_epilogue<Ops, EPIGEMM_EPILOGUE_DGELU_BGRAD>(b);
+    default: return apply_with_epilogue<Ops, EPIGEMM_EPILOGUE_DEFAULT>(b);
+  }
+}
+
+template <class Ops, class Storage>
+void to_float_typed(const Storage* src, int64_t count, float* dst) {
+  for (int64_t i = 0; i < count; i += Ops::width) {
+    const int64_t n = lesser<Ops>(Ops::width, count - i);
+    store_lanes<Ops>(dst + i, n, load_lanes<Ops>(src + i, n));
+  }
+}
+
+template <class Ops>
+void to_float(const void* src, epigemm_dtype_t dtype, int64_t count, float* dst) {
+  switch (dtype) {
+    case EPIGEMM_DTYPE_F16: return to_float_typed<Ops>(static_cast<const Half*>(src), count, dst);
+    case EPIGEMM_DTYPE_BF16:
+      return to_float_typed<Ops>(static_cast<const BFloat16*>(src), count, dst);
+    default: return to_float_typed<Ops>(static_cast<const float*>(src), count, dst);
+  }
+}
+
+template <class Ops, class Storage>
+void sum_columns_typed(const Storage* src, int64_t ld, int64_t length, int64_t cols, float* sums) {
+  for (int64_t j = 0; j < cols; ++j) {
+    const Storage* column = src + j * ld;
+    typename Ops::Wide total = Ops::wide_zero();
+    for (int64_t p = 0; p < length; p += Ops::width) {
+      total = Ops::add_wide(total, load_lanes<Ops>(column + p, lesser<Ops>(Ops::width, length - p)));
+    }
+    sums[j] = float(Ops::wide_lane_sum(total));
+  }
+}
+
+template <class Ops>
+void sum_columns(const void* src, epigemm_dtype_t dtype, int64_t ld, int64_t length, int64_t cols,
+                 float* sums) {
+  switch (dtype) {
+    case EPIGEMM_DTYPE_F16:
+      return sum_columns_typed<Ops>(static_cast<const Half*>(src), ld, length, cols, sums);
+    case EPIGEMM_DTYPE_BF16:
+      return sum_columns_typed<Ops>(static_cast<const BFloat16*>(src), ld, length, cols, sums);
+    default: return sum_columns_typed<Ops>(static_cast<const float*>(src), ld, length, cols, sums);
+  }
+}
+
+template <class Ops, class Storage>
+void sum_rows_typed(const Storage* src, int64_t ld, int64_t rows, int64_t cols, float* sums) {
+  constexpr int64_t W = Ops::width;
+  constexpr int64_t kChunkVectors = 4;
+  for (int64_t r0 = 0; r0 < rows; r0 += kChunkVectors * W) {
+    const int64_t r1 = lesser<Ops>(r0 + kChunkVectors * W, rows);
+    typename Ops::Wide total[kChunkVectors];
+    for (auto& t : total) t = Ops::wide_zero();
+    for (int64_t p = 0; p < cols; ++p) {
+      const Storage* column = src + p * ld;
+      for (int64_t v = 0; v < kChunkVectors && r0 + v * W < r1; ++v) {
+        const int64_t r = r0 + v * W;
+        total[v] = Ops::add_wide(total[v], load_lanes<Ops>(column + r, lesser<Ops>(W, r1 - r)));
+      }
+    }
+    for (int64_t v = 0; v < kChunkVectors && r0 + v * W < r1; ++v) {
+      const int64_t r = r0 + v * W;
+      double lanes[W];
+      Ops::store_wide(lanes, total[v]);
+      for (int64_t l = 0; l < lesser<Ops>(W, r1 - r); ++l) sums[r + l] = float(lanes[l]);
+    }
+  }
+}
+
+template <class Ops>
+void sum_rows(const void* src, epigemm_dtype_t dtype, int64_t ld, int64_t rows, int64_t cols,
+              float* sums) {
+  switch (dtype) {
+    case EPIGEMM_DTYPE_F16:
+      return sum_rows_typed<Ops>(static_cast<const Half*>(src), ld, rows, cols, sums);
+    case EPIGEMM_DTYPE_BF16:
+      return sum_rows_typed<Ops>(static_cast<const BFloat16*>(src), ld, rows, cols, sums);
+    default: return sum_rows_typed<Ops>(static_cast<const float*>(src), ld, rows, cols, sums);
+  }
+}
+
+template <class Ops>
+void gelu_tanh_values(const float* x, int64_t count, float* gelu, float* gelu_grad) {
+  for (int64_t i = 0; i < count; i += Ops::width) {
+    const int64_t n = lesser<Ops>(Ops::width, count - i);
+    const typename Ops::V v = load_lanes<Ops>(x + i, n);
+    store_lanes<Ops>(gelu + i, n, gelu_tanh<typename Ops::V>(v));
+    store_lanes<Ops>(gelu_grad + i, n, gelu_tanh_grad<typename Ops::V>(v));
+  }
+}
+
+template <class Ops>
+constexpr EpilogueKernels make_kernels(const char* name) {
+  return EpilogueKernels{name,           &apply<Ops>,    &to_float<Ops>,
+                         &sum_columns<Ops>, &sum_rows<Ops>, &gelu_tanh_values<Ops>};
+}
+
+}  // namespace epilogue_kernels_impl
+}  // namespace epigemm

@@ -1,0 +1,32 @@
+// The plain fp32 GEMM under the cpu backend, in BLAS (column-major) terms: the "math floor" that
+// the epilogue kernels are added to. Two engines, chosen per backend instance:
+//   - oneDNN's dnnl_sgemm (libdnnl-dev): OpenMP threads, JIT kernels picked from CPUID flags;
+//   - OpenBLAS's cblas_sgemm (libopenblas-dev): its own pthreads, kernels picked from the CPU model.
+// docs/cpu_backend.md has the measurements that make oneDNN the default where both exist.
+#pragma once
+
+#include <cstdint>
+
+#include "core/status.hpp"
+#include "epigemm/epigemm.h"
+
+namespace epigemm {
+
+enum class CpuGemmEngine { onednn, openblas };
+
+// Whether the engine is compiled into this build.
+bool cpu_gemm_engine_available(CpuGemmEngine engine);
+// oneDNN when built, else OpenBLAS.
+CpuGemmEngine default_cpu_gemm_engine();
+const char* cpu_gemm_engine_name(CpuGemmEngine engine);
+
+// Whether the engine can take these sizes (cblas takes 32-bit ints here; oneDNN 64-bit).
+bool cpu_gemm_engine_fits(CpuGemmEngine engine, int64_t largest_dimension);
+
+// C (m x n, column-major, ldc) = alpha op(A) op(B) + beta C, with op(A) m x k and op(B) k x n
+// as in GemmCall. Needs m, n >= 1; with k = 0, C = beta C (C is not read when beta = 0).
+Status cpu_sgemm(CpuGemmEngine engine, epigemm_op_t transa, epigemm_op_t transb, int64_t m,
+                 int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+                 int64_t ldb, float beta, float* c, int64_t ldc);
+
+}  // namespace epigemm
