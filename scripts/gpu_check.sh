@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one GPU script: on the GPU machine, build with all cores, run the whole test binary, run the
-# GPU tests again under compute-sanitizer (memcheck, racecheck), run the benchmark, and leave logs
+# benchmark, run the GPU tests again under compute-sanitizer (memcheck, racecheck), and leave logs
 # and results in $OUT (default ./gpu-check-out). Prints a short table last.
 #
 #   bash scripts/gpu_check.sh prepare   # here, once: copies /usr/src/googletest into .gtest-src
@@ -56,26 +56,27 @@ TESTS=$BUILD/tests/epigemm_tests
 BENCH=$BUILD/bench/epigemm_bench_gpu
 
 step "tests (whole binary)"
-timeout 240 "$TESTS" > "$OUT/tests.log" 2>&1
+timeout 180 "$TESTS" > "$OUT/tests.log" 2>&1
 TESTS_RC=$?
 grep -E '^\[  (FAILED|SKIPPED) ' "$OUT/tests.log" | head -20
 
+step "benchmark"
+# shellcheck disable=SC2086
+timeout 150 "$BENCH" --out "$OUT" $BENCH_ARGS >> "$OUT/bench.log" 2>&1
+BENCH_RC=$?
+
 step "compute-sanitizer memcheck: $MEMCHECK_FILTER"
-timeout 180 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 99 \
+timeout 120 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 99 \
   "$TESTS" --gtest_filter="$MEMCHECK_FILTER" > "$OUT/memcheck.log" 2>&1
 MEMCHECK_RC=$?
 tail -3 "$OUT/memcheck.log"
 
 step "compute-sanitizer racecheck: $RACECHECK_FILTER"
-timeout 150 compute-sanitizer --tool racecheck --error-exitcode 99 \
+timeout 90 compute-sanitizer --tool racecheck --error-exitcode 99 \
   "$TESTS" --gtest_filter="$RACECHECK_FILTER" > "$OUT/racecheck.log" 2>&1
 RACECHECK_RC=$?
 tail -3 "$OUT/racecheck.log"
 
-step "benchmark"
-# shellcheck disable=SC2086
-timeout 240 "$BENCH" --out "$OUT" $BENCH_ARGS >> "$OUT/bench.log" 2>&1
-BENCH_RC=$?
 
 echo
 echo "results and logs in $OUT: build.log tests.log memcheck.log racecheck.log bench.log bench_gpu.csv bench_gpu.md"
