@@ -1,0 +1,389 @@
+// Tests specific to the cpu backend (src/backends/cpu/, docs/cpu_backend.md); the SPEC §5 matrix
+// in test_backend_matrix.cpp covers it like every backend. Here, through the backend object and
+// its options:
+//   - the AVX2 GELU lanes against the scalar gelu_tanh / gelu_tanh_grad over a dense sweep of x;
+//   - bias gradients (and D) bitwise identical with 1 and 2 threads, over several panels;
+//   - the workspace: none for all-fp32 calls, blocks (not full-size copies) for fp16/bf16, and
+//     small panels / k blocks giving the same results as the defaults;
+//   - odd leading dimensions and misaligned pointers through both kernel builds (AVX2 and the
+//     portable one, which the matrix does not reach on an AVX2 machine), against the reference.
+#include <gtest/gtest.h>
+
+#if defined(EPIGEMM_BUILT_WITH_CPU_BACKEND)
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.hpp"
+#include "backends/cpu/epilogue_kernels.hpp"
+#include "backends/reference/reference_backend.hpp"
+#include "core/epilogue_math.hpp"
+#include "core/gemm_call.hpp"
+#include "core/numeric.hpp"
+
+namespace {
+
+using epigemm::CpuBackendOptions;
+using epigemm::GemmCall;
+
+constexpr epigemm_dtype_t F32 = EPIGEMM_DTYPE_F32, F16 = EPIGEMM_DTYPE_F16, BF16 = EPIGEMM_DTYPE_BF16;
+
+// ---- the AVX2 lanes against the scalar formula ---------------------------------------------
+
+// Relative error allowed between two float evaluations of the same formula whose exp differs by
+// a few ulp: the exp's error is amplified by nothing (it enters through 1/(1+e)), but both
+// evaluations round u, which the exp amplifies by |2u| (the function's condition).
+float lane_tolerance(float x) {
+  const float u = std::fabs(0.7978845608f * (x + 0.044715f * x * x * x));
+  return 1.2e-7f * (8.0f + 4.0f * std::fmin(u, 100.0f));
+}
+
+TEST(CpuKernels, Avx2GeluMatchesScalarOverDenseSweep) {
+  const epigemm::EpilogueKernels* avx2 = epigemm::avx2_epilogue_kernels();
+  if (avx2 == nullptr) GTEST_SKIP() << "SKIP: this CPU has no AVX2/FMA/F16C";
+  const epigemm::EpilogueKernels& scalar = epigemm::scalar_epilogue_kernels();
+  // Every 2^-12 over [-16, 16] (where both functions move), plus far values and specials.
+  std::vector<float> x;
+  for (int i = -65536; i <= 65536; ++i) x.push_back(float(i) / 4096.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float v : {30.0f, -30.0f, 88.0f, -88.0f, 1e3f, -1e3f, 9999.0f, -9999.0f, 1e4f, -1e4f, 1e5f,
+                  -1e5f, 3e38f, -3e38f, inf, -inf, 1e-30f, -1e-30f, 0.0f, -0.0f}) {
+    x.push_back(v);
+  }
+  x.push_back(std::numeric_limits<float>::quiet_NaN());
+  const int64_t n = int64_t(x.size());  // not a multiple of 8: the tail goes through the lanes too
+  std::vector<float> g_avx(n), dg_avx(n), g_ref(n), dg_ref(n);
+  avx2->gelu_tanh_values(x.data(), n, g_avx.data(), dg_avx.data());
+  scalar.gelu_tanh_values(x.data(), n, g_ref.data(), dg_ref.data());
+  int64_t checked = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(x[i])) {
+      EXPECT_TRUE(std::isnan(g_avx[i]) && std::isnan(dg_avx[i]));
+      continue;
+    }
+    // The scalar function itself is checked against long double in test_epilogue_math.cpp.
+    EXPECT_EQ(g_ref[i], epigemm::gelu_tanh(x[i]));
+    if (std::isinf(x[i])) {  // the exact limits
+      EXPECT_EQ(g_avx[i], g_ref[i]);
+      EXPECT_EQ(dg_avx[i], dg_ref[i]);
+      continue;
+    }
+    const float tol = lane_tolerance(x[i]);
+    // Values below 1e-30 are far under anything a GEMM epilogue resolves; compare absolutely.
+    EXPECT_NEAR(g_avx[i], g_ref[i], tol * std::fabs(g_ref[i]) + 1e-30f) << "gelu at x=" << x[i];
+    // gelu' = s + 2 x s (1 - s) c (1 + 3 a x^2) crosses zero near x = -0.75, where the two terms
+    // cancel: its error is relative to the terms, not to the result.
+    const double xd = x[i], u = 0.7978845608028654 * (xd + 0.044715 * xd * xd * xd);
+    const double sig = 1.0 / (1.0 + std::exp(-2.0 * u));
+    const double terms = sig + std::fabs(2.0 * xd * sig * (1.0 - sig) * 0.7978845608028654 *
+                                         (1.0 + 3.0 * 0.044715 * xd * xd));
+    EXPECT_NEAR(dg_avx[i], dg_ref[i], tol * float(std::isfinite(terms) ? terms : 0.0) + 1e-30f)
+        << "gelu' at x=" << x[i];
+    ++checked;
+  }
+  EXPECT_GT(checked, 131000);
+}
+
+// ---- calls built directly on the backend object ---------------------------------------------
+
+// A column-major matrix or vector with its own storage, an optional offset of one element (a
+// misaligned data pointer) and a leading dimension that may exceed rows.
+struct Buffer {
+  epigemm_dtype_t dtype = F32;
+  int64_t rows = 0, cols = 0, ld = 1;
+  int64_t offset = 0;
+  std::vector<unsigned char> bytes;
+
+  Buffer() = default;
+  Buffer(epigemm_dtype_t t, int64_t r, int64_t c, int64_t pad, bool misaligned)
+      : dtype(t), rows(r), cols(c), ld(std::max<int64_t>(1, r) + pad), offset(misaligned ? 1 : 0) {
+    bytes.assign(size_t((ld * std::max<int64_t>(c, 1) + offset + 8) * int64_t(epigemm::dtype_size(t))), 0xff);
+  }
+  void* data() { return bytes.data() + offset * int64_t(epigemm::dtype_size(dtype)); }
+  float get(int64_t r, int64_t c) { return epigemm::load_as_float(data(), dtype, r + c * ld); }
+  void set(int64_t r, int64_t c, float v) { epigemm::store_from_float(data(), dtype, r + c * ld, v); }
+  epigemm::Matrix matrix() {
+    return epigemm::Matrix{data(), dtype, rows, cols, ld, EPIGEMM_MEMORY_HOST};
+  }
+  epigemm::Vector vector() { return epigemm::Vector{data(), dtype, rows, EPIGEMM_MEMORY_HOST}; }
+};
+
+struct Case {
+  epigemm_epilogue_t epilogue = EPIGEMM_EPILOGUE_DEFAULT;
+  epigemm_op_t transa = EPIGEMM_OP_N, transb = EPIGEMM_OP_N;
+  int64_t m = 1, n = 1, k = 1;
+  epigemm_dtype_t ab = F32, d = F32, side = F32;  // side: bias, aux and bias_grad
+  float alpha = 1.0f, beta = 0.0f;
+  int64_t pad = 0;
+  bool misaligned = false;
+  bool integer_inputs = false;  // small integers in A and B: the GEMM is exact in any order
+  uint32_t seed = 1;
+};
+
+struct Operands {
+  Buffer a, b, d, bias, aux, bias_grad;
+};
+
+bool reads_bias(epigemm_epilogue_t e) { return epigemm::epilogue_reads_bias(e); }
+bool has_aux(epigemm_epilogue_t e) {
+  return epigemm::epilogue_writes_aux(e) || epigemm::epilogue_reads_aux(e);
+}
+
+Operands make_operands(const Case& c) {
+  std::mt19937 rng(c.seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> small_int(-3, 3);
+  auto input = [&]() { return c.integer_inputs ? float(small_int(rng)) : uniform(rng); };
+  Operands o;
+  const bool an = c.transa == EPIGEMM_OP_N, bn = c.transb == EPIGEMM_OP_N;
+  o.a = Buffer(c.ab, an ? c.m : c.k, an ? c.k : c.m, c.pad, c.misaligned);
+  o.b = Buffer(c.ab, bn ? c.k : c.n, bn ? c.n : c.k, c.pad + 1, c.misaligned);
+  o.d = Buffer(c.d, c.m, c.n, c.pad + 2, c.misaligned);
+  for (int64_t j = 0; j < o.a.cols; ++j)
+    for (int64_t i = 0; i < o.a.rows; ++i) o.a.set(i, j, input());
+  for (int64_t j = 0; j < o.b.cols; ++j)
+    for (int64_t i = 0; i < o.b.rows; ++i) o.b.set(i, j, input());
+  for (int64_t j = 0; j < c.n; ++j)
+    for (int64_t i = 0; i < c.m; ++i) o.d.set(i, j, c.beta != 0.0f ? uniform(rng) : NAN);
+  if (reads_bias(c.epilogue)) {
+    o.bias = Buffer(c.side, c.m, 1, 0, c.misaligned);
+    for (int64_t i = 0; i < c.m; ++i) o.bias.set(i, 0, uniform(rng));
+  }
+  if (has_aux(c.epilogue)) {
+    o.aux = Buffer(c.side, c.m, c.n, c.pad + 3, c.misaligned);
+    for (int64_t j = 0; j < c.n; ++j)
+      for (int64_t i = 0; i < c.m; ++i) o.aux.set(i, j, epigemm::epilogue_reads_aux(c.epilogue) ? 3.0f * uniform(rng) : NAN);
+  }
+  if (epigemm::epilogue_writes_bias_grad(c.epilogue)) {
+    const int64_t length = c.epilogue == EPIGEMM_EPILOGUE_BGRADB ? c.n : c.m;
+    o.bias_grad = Buffer(c.side, length, 1, 0, c.misaligned);
+    for (int64_t i = 0; i < length; ++i) o.bias_grad.set(i, 0, NAN);
+  }
+  return o;
+}
+
+GemmCall make_call(const Case& c, Operands& o) {
+  GemmCall call;
+  call.transa = c.transa;
+  call.transb = c.transb;
+  call.gemm_m = c.m;
+  call.gemm_n = c.n;
+  call.gemm_k = c.k;
+  call.a = o.a.matrix();
+  call.b = o.b.matrix();
+  call.d = o.d.matrix();
+  call.alpha = c.alpha;
+  call.beta = c.beta;
+  call.epilogue = c.epilogue;
+  call.has_bias = reads_bias(c.epilogue);
+  if (call.has_bias) call.bias = o.bias.vector();
+  call.has_aux = has_aux(c.epilogue);
+  if (call.has_aux) call.aux = o.aux.matrix();
+  call.has_bias_grad = epigemm::epilogue_writes_bias_grad(c.epilogue);
+  if (call.has_bias_grad) call.bias_grad = o.bias_grad.vector();
+  call.backend = EPIGEMM_BACKEND_CPU;
+  return call;
+}
+
+// Runs the case on a backend with a workspace of exactly the size it asks for.
+Operands run(epigemm::Backend& backend, const Case& c, size_t* workspace_bytes = nullptr) {
+  Operands o = make_operands(c);
+  GemmCall call = make_call(c, o);
+  EXPECT_TRUE(backend.supports(call).supported);
+  const size_t bytes = backend.workspace_bytes(call);
+  if (workspace_bytes != nullptr) *workspace_bytes = bytes;
+  std::vector<unsigned char> workspace(bytes + 1);
+  call.workspace = bytes > 0 ? workspace.data() + 1 : nullptr;  // misaligned on purpose
+  call.workspace_bytes = bytes;
+  const epigemm::Status status = backend.run(call);
+  EXPECT_TRUE(status.ok()) << status.message();
+  return o;
+}
+
+bool bitwise_equal(const Buffer& x, const Buffer& y) { return x.bytes == y.bytes; }
+
+// |out - ref| <= tolerance (|ref| + 1) on every element of the rows x cols matrix.
+void expect_close(const char* name, Buffer& out, Buffer& ref, float tolerance) {
+  ASSERT_EQ(out.rows, ref.rows);
+  for (int64_t j = 0; j < out.cols; ++j) {
+    for (int64_t i = 0; i < out.rows; ++i) {
+      const float o = out.get(i, j), r = ref.get(i, j);
+      ASSERT_FALSE(std::isnan(o)) << name << "(" << i << ", " << j << ") is NaN (unwritten?)";
+      ASSERT_NEAR(o, r, tolerance * (std::fabs(r) + 1.0f)) << name << "(" << i << ", " << j << ")";
+    }
+  }
+}
+
+void expect_matches_reference(const Case& c, const CpuBackendOptions& options) {
+  auto cpu = epigemm::create_cpu_backend(options);
+  auto reference = epigemm::create_reference_backend();
+  Operands out = run(*cpu, c);
+  Operands ref = run(*reference, c);
+  const float tolerance = c.ab == F32 && c.d == F32 && c.side == F32 ? 2e-5f : 1.6e-2f;
+  expect_close("D", out.d, ref.d, tolerance);
+  if (epigemm::epilogue_writes_aux(c.epilogue)) expect_close("aux", out.aux, ref.aux, tolerance);
+  if (epigemm::epilogue_writes_bias_grad(c.epilogue)) {
+    // A sum of up to k (BGRADB) or n terms: scale the tolerance by their count's square root.
+    const int64_t terms = c.epilogue == EPIGEMM_EPILOGUE_BGRADB ? c.k : c.n;
+    expect_close("bias_grad", out.bias_grad, ref.bias_grad,
+                 tolerance * float(std::sqrt(double(std::max<int64_t>(terms, 1)))));
+  }
+}
+
+const epigemm_epilogue_t kEpilogues[] = {
+    EPIGEMM_EPILOGUE_DEFAULT,       EPIGEMM_EPILOGUE_BIAS,  EPIGEMM_EPILOGUE_GELU_AUX,
+    EPIGEMM_EPILOGUE_GELU_AUX_BIAS, EPIGEMM_EPILOGUE_DGELU, EPIGEMM_EPILOGUE_DGELU_BGRAD,
+    EPIGEMM_EPILOGUE_BGRADB};
+
+// ---- bias gradients: the same bits with 1 and 2 threads ------------------------------------
+
+TEST(CpuBackend, BiasGradientsBitwiseIdenticalWithOneAndTwoThreads) {
+  for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_DGELU_BGRAD, EPIGEMM_EPILOGUE_BGRADB}) {
+    for (int t = 0; t < 4; ++t) {
+      Case c;
+      c.epilogue = e;
+      c.transa = t / 2 ? EPIGEMM_OP_T : EPIGEMM_OP_N;
+      c.transb = t % 2 ? EPIGEMM_OP_T : EPIGEMM_OP_N;
+      // Several row tasks (256 rows each) and several panels (48 columns each) with tails; the
+      // GEMM is exact (small integers), so only the order of the bias-gradient sums could
+      // differ between thread counts.
+      c.m = 700;
+      c.n = 301;
+      c.k = 97;
+      c.pad = 3;
+      c.integer_inputs = true;
+      c.seed = 100 + uint32_t(t);
+      CpuBackendOptions options;
+      options.panel_columns = 48;
+      options.threads = 1;
+      auto one = epigemm::create_cpu_backend(options);
+      options.threads = 2;
+      auto two = epigemm::create_cpu_backend(options);
+      const Operands r1 = run(*one, c), r2 = run(*two, c);
+      SCOPED_TRACE(std::string(epigemm_epilogue_name(e)) + " transa/transb case " + std::to_string(t));
+      EXPECT_TRUE(bitwise_equal(r1.bias_grad, r2.bias_grad));
+      EXPECT_TRUE(bitwise_equal(r1.d, r2.d));
+      // The sums are not trivially zero.
+      Buffer bg = r1.bias_grad;
+      int nonzero = 0;
+      for (int64_t i = 0; i < bg.rows; ++i) nonzero += bg.get(i, 0) != 0.0f;
+      EXPECT_GT(nonzero, bg.rows / 2);
+    }
+  }
+}
+
+// ---- the workspace -----------------------------------------------------------------------------
+
+TEST(CpuBackend, AllFp32CallsNeedNoWorkspace) {
+  auto cpu = epigemm::create_cpu_backend();
+  for (epigemm_epilogue_t e : kEpilogues) {
+    Case c;
+    c.epilogue = e;
+    c.m = 300;
+    c.n = 700;
+    c.k = 50;
+    size_t bytes = 1;
+    run(*cpu, c, &bytes);
+    EXPECT_EQ(bytes, 0u) << epigemm_epilogue_name(e);
+  }
+}
+
+TEST(CpuBackend, SixteenBitOperandsAreWidenedInBlocks) {
+  // bf16 A/B/D, gemm_k and gemm_n several blocks long: the workspace holds one panel of acc,
+  // one k block of op(A) and of op(B), the widened bias and the fp32 bias-gradient sums, far
+  // less than fp32 copies of A, B and D.
+  CpuBackendOptions small;
+  small.panel_columns = 40;
+  small.conversion_k_block = 64;
+  auto cpu = epigemm::create_cpu_backend(small);
+  for (epigemm_dtype_t t : {BF16, F16}) {
+    for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_GELU_AUX_BIAS, EPIGEMM_EPILOGUE_DGELU_BGRAD, EPIGEMM_EPILOGUE_BGRADB}) {
+      Case c;
+      c.epilogue = e;
+      c.transa = EPIGEMM_OP_T;
+      c.m = 130;
+      c.n = 301;
+      c.k = 333;
+      c.ab = c.d = c.side = t;
+      c.beta = 0.5f;
+      c.seed = 7;
+      SCOPED_TRACE(std::string(epigemm_epilogue_name(e)) + " dtype " + std::to_string(int(t)));
+      size_t bytes = 0;
+      run(*cpu, c, &bytes);
+      const size_t full = size_t(c.m * c.k + c.k * c.n + c.m * c.n) * sizeof(float);
+      const size_t blocks = size_t(c.m * 40 + c.m * 64 + 64 * 40) * sizeof(float);
+      EXPECT_LE(bytes, blocks + size_t(c.m + c.n) * sizeof(float) + 6 * 64);
+      EXPECT_LT(bytes * 4, full);
+    }
+  }
+}
+
+TEST(CpuBackend, SmallPanelsAndBlocksMatchTheReference) {
+  CpuBackendOptions small;
+  small.panel_columns = 16;
+  small.conversion_k_block = 24;
+  for (epigemm_epilogue_t e : kEpilogues) {
+    for (epigemm_dtype_t t : {F32, BF16, F16}) {
+      Case c;
+      c.epilogue = e;
+      c.transa = EPIGEMM_OP_T;
+      c.transb = EPIGEMM_OP_T;
+      c.m = 71;
+      c.n = 83;
+      c.k = 101;
+      c.ab = c.d = t;
+      c.side = t == F32 ? F16 : F32;
+      c.alpha = 0.75f;
+      c.beta = 0.5f;
+      c.seed = 11;
+      SCOPED_TRACE(std::string(epigemm_epilogue_name(e)) + " dtype " + std::to_string(int(t)));
+      expect_matches_reference(c, small);
+    }
+  }
+}
+
+// ---- odd leading dimensions and misaligned pointers, both kernel builds ----------------------
+
+TEST(CpuBackend, OddLeadingDimensionsAndMisalignedPointersInBothKernelBuilds) {
+  for (bool avx2 : {true, false}) {
+    if (avx2 && epigemm::avx2_epilogue_kernels() == nullptr) continue;
+    CpuBackendOptions options;
+    options.use_avx2 = avx2;
+    for (epigemm_epilogue_t e : kEpilogues) {
+      for (int t = 0; t < 4; ++t) {
+        for (epigemm_dtype_t d : {F32, BF16}) {
+          Case c;
+          c.epilogue = e;
+          c.transa = t / 2 ? EPIGEMM_OP_T : EPIGEMM_OP_N;
+          c.transb = t % 2 ? EPIGEMM_OP_T : EPIGEMM_OP_N;
+          c.m = 37;  // a vector of 8 and a tail of 5 rows, over 4 chunks
+          c.n = 29;
+          c.k = 19;
+          c.ab = d;
+          c.d = d;
+          c.side = d == F32 ? BF16 : F16;
+          c.beta = t % 2 ? 1.0f : 0.0f;
+          c.pad = 5;
+          c.misaligned = true;
+          c.seed = 21 + uint32_t(t);
+          SCOPED_TRACE(std::string(avx2 ? "avx2 " : "scalar ") + epigemm_epilogue_name(e) +
+                       " case " + std::to_string(t) + " dtype " + std::to_string(int(d)));
+          expect_matches_reference(c, options);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+#else  // the cpu backend is not in this build
+
+TEST(CpuBackend, NotBuilt) { GTEST_SKIP() << "SKIP: the cpu backend is not built (no OpenBLAS/oneDNN or OpenMP)"; }
+
+#endif
