@@ -141,6 +141,8 @@ epigemm_status_t epigemm_context_set_allow_tf32(epigemm_context_t ctx, int allow
 
 /* 1 when the backend is compiled in and can run on this machine (a GPU backend needs a GPU). */
 int epigemm_backend_usable(epigemm_context_t ctx, epigemm_backend_t backend);
+/* 1 when the backend is compiled into this build, whether or not it can run here. */
+int epigemm_backend_compiled(epigemm_context_t ctx, epigemm_backend_t backend);
 
 /* Static strings: "reference", "cpu", ...; "DGELU_BGRAD", ...; "f32", ...; "invalid value", ... */
 const char *epigemm_backend_name(epigemm_backend_t backend);

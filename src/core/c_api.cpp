@@ -194,6 +194,12 @@ int epigemm_backend_usable(epigemm_context_t ctx, epigemm_backend_t backend) {
   return ctx->context.usable(backend) ? 1 : 0;
 }
 
+int epigemm_backend_compiled(epigemm_context_t ctx, epigemm_backend_t backend) {
+  if (ctx == nullptr) return 0;
+  if (backend == EPIGEMM_BACKEND_AUTO) return 1;
+  return ctx->context.find(backend) != nullptr ? 1 : 0;
+}
+
 const char* epigemm_backend_name(epigemm_backend_t backend) { return epigemm::backend_name(backend); }
 const char* epigemm_epilogue_name(epigemm_epilogue_t epilogue) { return epigemm::epilogue_name(epilogue); }
 const char* epigemm_dtype_name(epigemm_dtype_t dtype) { return epigemm::dtype_name(dtype); }

@@ -1,0 +1,369 @@
+// `epigemm check`: a seeded random sample of the SPEC §5 test matrix (every epilogue x every
+// transa/transb x dtype combinations x accumulate x odd shapes x padded leading dimensions),
+// run on every usable backend and compared with the reference backend. When the reference is
+// the only usable backend, it is compared with the independent naive computation of
+// naive_gemm.cpp instead. Outputs are poisoned first: an element left unwritten shows up as NaN.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "compute_device.hpp"
+#include "epigemm/epigemm.hpp"
+#include "naive_gemm.hpp"
+#include "options.hpp"
+#include "random.hpp"
+
+namespace epigemm_cli {
+namespace {
+
+const epigemm_epilogue_t kEpilogues[] = {
+    EPIGEMM_EPILOGUE_DEFAULT,  EPIGEMM_EPILOGUE_BIAS,        EPIGEMM_EPILOGUE_GELU_AUX,
+    EPIGEMM_EPILOGUE_GELU_AUX_BIAS, EPIGEMM_EPILOGUE_DGELU, EPIGEMM_EPILOGUE_DGELU_BGRAD,
+    EPIGEMM_EPILOGUE_BGRADB};
+const epigemm_dtype_t kDtypes[] = {EPIGEMM_DTYPE_F32, EPIGEMM_DTYPE_F16, EPIGEMM_DTYPE_BF16};
+// Sizes of SPEC §5: 1, odd primes, sizes that are not multiples of 8 or 16, and round ones.
+const int64_t kSizes[] = {1, 2, 7, 8, 16, 17, 31, 64, 100, 128, 229, 541};
+// The product gemm_m x gemm_n x gemm_k of a case is kept below this so that the whole check
+// stays within seconds on the reference backend.
+constexpr double kMaxMultiplyAdds = 3.0e6;
+
+// Elementwise tolerance by output dtype, on |out - ref| / (|ref| + rms(ref)): about two units
+// in the last place of a 16-bit type (a backend's fp32 sum may round to the neighbouring value),
+// and fp32 accumulation-order noise for f32.
+double tolerance(epigemm_dtype_t output_dtype) {
+  switch (output_dtype) {
+    case EPIGEMM_DTYPE_BF16: return 1.6e-2;
+    case EPIGEMM_DTYPE_F16: return 2e-3;
+    default: return 1e-5;
+  }
+}
+
+struct Comparison {
+  double error = 0.0;  // the largest elementwise error, as in tolerance()
+  bool unwritten = false;  // a NaN where the expected output has none (poison left, or a bad value)
+  bool padding_touched = false;
+  bool ok(epigemm_dtype_t dtype) const {
+    return !unwritten && !padding_touched && error <= tolerance(dtype);
+  }
+};
+
+void compare_values(const std::vector<float>& out, const std::vector<float>& ref, Comparison* c) {
+  double sum_squares = 0.0;
+  for (float r : ref) sum_squares += std::isfinite(r) ? double(r) * double(r) : 0.0;
+  const double rms = ref.empty() ? 0.0 : std::sqrt(sum_squares / double(ref.size()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (std::isnan(out[i]) && !std::isnan(ref[i])) {
+      c->unwritten = true;
+      continue;
+    }
+    if (!std::isfinite(ref[i]) || !std::isfinite(out[i])) {
+      if (!(out[i] == ref[i] || (std::isnan(out[i]) && std::isnan(ref[i])))) c->unwritten = true;
+      continue;
+    }
+    const double scale = std::fabs(double(ref[i])) + rms;
+    const double e = scale > 0.0 ? std::fabs(double(out[i]) - double(ref[i])) / scale : std::fabs(double(out[i]));
+    c->error = std::max(c->error, e);
+  }
+}
+
+Comparison compare(const HostMatrix& out, const HostMatrix& ref) {
+  Comparison c;
+  std::vector<float> o, r;
+  for (int64_t col = 0; col < ref.cols; ++col) {
+    for (int64_t row = 0; row < ref.ld; ++row) {
+      if (row < ref.rows) {
+        o.push_back(out.at(row, col));
+        r.push_back(ref.at(row, col));
+      } else {
+        // Between columns: must be left as it was (bitwise, NaN poison included).
+        const size_t size = dtype_bytes(ref.dtype), offset = size_t(row + col * ref.ld) * size;
+        if (!std::equal(ref.bytes.begin() + long(offset), ref.bytes.begin() + long(offset + size),
+                        out.bytes.begin() + long(offset))) {
+          c.padding_touched = true;
+        }
+      }
+    }
+  }
+  compare_values(o, r, &c);
+  return c;
+}
+
+Comparison compare(const HostVector& out, const HostVector& ref) {
+  Comparison c;
+  std::vector<float> o, r;
+  for (int64_t i = 0; i < ref.length; ++i) {
+    o.push_back(out.at(i));
+    r.push_back(ref.at(i));
+  }
+  compare_values(o, r, &c);
+  return c;
+}
+
+HostMatrix random_matrix(Random& random, epigemm_dtype_t dtype, int64_t rows, int64_t cols,
+                         int64_t ld, double low, double high) {
+  HostMatrix m(dtype, rows, cols, ld);
+  for (int64_t c = 0; c < cols; ++c) {
+    for (int64_t r = 0; r < ld; ++r) m.set(r, c, r < rows ? float(random.uniform(low, high)) : NAN);
+  }
+  return m;
+}
+
+// A random case of the matrix; the i-th case takes the epilogue i mod 7 and the transposes
+// (i / 7) mod 4, so that a sample of 28 or more covers every pair.
+GemmProblem random_problem(Random& random, int64_t index, bool padded_ld) {
+  GemmProblem p;
+  p.epilogue = kEpilogues[index % 7];
+  p.transa = (index / 7) % 2 ? EPIGEMM_OP_T : EPIGEMM_OP_N;
+  p.transb = (index / 14) % 2 ? EPIGEMM_OP_T : EPIGEMM_OP_N;
+  do {
+    p.gemm_m = kSizes[random.below(std::size(kSizes))];
+    p.gemm_n = kSizes[random.below(std::size(kSizes))];
+    p.gemm_k = kSizes[random.below(std::size(kSizes))];
+  } while (double(p.gemm_m) * double(p.gemm_n) * double(p.gemm_k) > kMaxMultiplyAdds);
+  const epigemm_dtype_t ab = kDtypes[random.below(3)];
+  const epigemm_dtype_t d = random.below(2) ? EPIGEMM_DTYPE_F32 : ab;
+  const bool accumulate = random.below(2) == 1;
+  p.beta = accumulate ? 1.0f : 0.0f;
+  p.alpha = random.below(4) == 0 ? 0.5f : 1.0f;
+  const auto ld = [&](int64_t rows) { return std::max<int64_t>(1, rows) + (padded_ld && random.below(2) ? 1 + int64_t(random.below(5)) : 0); };
+
+  // Inputs scaled so that acc is of order 1 whatever gemm_k is: the GELU sees both its curved
+  // part and its tails.
+  const double input_range = 1.7 / std::sqrt(std::sqrt(double(p.gemm_k)));
+  const int64_t a_rows = p.transa == EPIGEMM_OP_N ? p.gemm_m : p.gemm_k;
+  const int64_t a_cols = p.transa == EPIGEMM_OP_N ? p.gemm_k : p.gemm_m;
+  const int64_t b_rows = p.transb == EPIGEMM_OP_N ? p.gemm_k : p.gemm_n;
+  const int64_t b_cols = p.transb == EPIGEMM_OP_N ? p.gemm_n : p.gemm_k;
+  p.a = random_matrix(random, ab, a_rows, a_cols, ld(a_rows), -input_range, input_range);
+  p.b = random_matrix(random, ab, b_rows, b_cols, ld(b_rows), -input_range, input_range);
+  // D_old is read when accumulating; otherwise D starts as NaN poison.
+  p.d = random_matrix(random, d, p.gemm_m, p.gemm_n, ld(p.gemm_m), accumulate ? -1.0 : NAN,
+                      accumulate ? 1.0 : NAN);
+  if (epilogue_reads_bias(p.epilogue)) {
+    p.bias = HostVector(kDtypes[random.below(3)], p.gemm_m);
+    for (int64_t i = 0; i < p.gemm_m; ++i) p.bias.set(i, float(random.uniform(-1.0, 1.0)));
+  }
+  if (epilogue_reads_aux(p.epilogue)) {
+    p.aux = random_matrix(random, kDtypes[random.below(3)], p.gemm_m, p.gemm_n, ld(p.gemm_m), -4.0, 4.0);
+  } else if (epilogue_writes_aux(p.epilogue)) {
+    p.aux = random_matrix(random, kDtypes[random.below(3)], p.gemm_m, p.gemm_n, ld(p.gemm_m), NAN, NAN);
+  }
+  if (epilogue_writes_bias_grad(p.epilogue)) {
+    p.bias_grad = HostVector(kDtypes[random.below(3)], p.epilogue == EPIGEMM_EPILOGUE_BGRADB ? p.gemm_n : p.gemm_m);
+    for (int64_t i = 0; i < p.bias_grad.length; ++i) p.bias_grad.set(i, NAN);
+  }
+  return p;
+}
+
+// Runs one problem through epigemm_gemm on `backend`, its operands in `device`'s memory.
+// Returns the status; `out` holds what the call wrote (and the untouched poison around it).
+epigemm_status_t run_on_backend(epigemm::Handle& handle, ComputeDevice& device,
+                                epigemm_backend_t backend, const GemmProblem& p, GemmOutputs* out,
+                                std::string* message) {
+  const epigemm_memory_t memory = device.memory();
+  struct Upload {
+    ComputeDevice& device;
+    std::vector<void*> owned;
+    ~Upload() {
+      for (void* q : owned) device.release(q);
+    }
+    void* put(const std::vector<unsigned char>& bytes) {
+      void* q = device.allocate(std::max<size_t>(bytes.size(), 1));
+      owned.push_back(q);
+      if (!bytes.empty()) device.copy_from_host(q, bytes.data(), bytes.size());
+      return q;
+    }
+  } upload{device, {}};
+  const auto matrix = [&](const HostMatrix& m) {
+    return epigemm_matrix_t{upload.put(m.bytes), m.dtype, m.rows, m.cols, m.ld, memory};
+  };
+  const auto vector = [&](const HostVector& v) {
+    return epigemm_vector_t{upload.put(v.bytes), v.dtype, v.length, memory};
+  };
+  const epigemm_matrix_t A = matrix(p.a), B = matrix(p.b), D = matrix(p.d);
+  epigemm::GemmDesc desc;
+  desc.transpose(p.transa, p.transb).scalars(p.alpha, p.beta).epilogue(p.epilogue).backend(backend);
+  epigemm_vector_t bias{}, bias_grad{};
+  epigemm_matrix_t aux{};
+  if (epilogue_reads_bias(p.epilogue)) desc.bias(&(bias = vector(p.bias)));
+  if (epilogue_reads_aux(p.epilogue) || epilogue_writes_aux(p.epilogue)) desc.aux(&(aux = matrix(p.aux)));
+  if (epilogue_writes_bias_grad(p.epilogue)) desc.bias_grad(&(bias_grad = vector(p.bias_grad)));
+
+  size_t workspace_bytes = 0;
+  epigemm_status_t status = epigemm_gemm_workspace_size(handle.get(), desc.get(), &A, &B, &D, &workspace_bytes);
+  if (status == EPIGEMM_STATUS_SUCCESS) {
+    void* workspace = workspace_bytes > 0 ? upload.put(std::vector<unsigned char>(workspace_bytes)) : nullptr;
+    status = epigemm_gemm(handle.get(), desc.get(), &A, &B, &D, workspace, workspace_bytes, device.stream());
+  }
+  if (status != EPIGEMM_STATUS_SUCCESS) {
+    *message = epigemm_context_last_error(handle.get());
+    return status;
+  }
+  device.synchronize();
+  out->d = p.d;
+  device.copy_to_host(out->d.bytes.data(), D.data, out->d.bytes.size());
+  if (epilogue_writes_aux(p.epilogue)) {
+    out->aux = p.aux;
+    device.copy_to_host(out->aux.bytes.data(), aux.data, out->aux.bytes.size());
+  }
+  if (epilogue_writes_bias_grad(p.epilogue)) {
+    out->bias_grad = p.bias_grad;
+    device.copy_to_host(out->bias_grad.bytes.data(), bias_grad.data, out->bias_grad.bytes.size());
+  }
+  return status;
+}
+
+const char* short_dtype(epigemm_dtype_t t) {
+  return t == EPIGEMM_DTYPE_F32 ? "f32" : t == EPIGEMM_DTYPE_F16 ? "f16" : "bf16";
+}
+
+// "bf16/f32 bias f16" : A,B / D, then the dtype of each epilogue operand present.
+std::string dtype_text(const GemmProblem& p) {
+  std::string text = std::string(short_dtype(p.a.dtype)) + "/" + short_dtype(p.d.dtype);
+  if (epilogue_reads_bias(p.epilogue)) text += " bias " + std::string(short_dtype(p.bias.dtype));
+  if (epilogue_reads_aux(p.epilogue) || epilogue_writes_aux(p.epilogue)) text += " aux " + std::string(short_dtype(p.aux.dtype));
+  if (epilogue_writes_bias_grad(p.epilogue)) text += " bgrad " + std::string(short_dtype(p.bias_grad.dtype));
+  return text;
+}
+
+std::string error_text(const Comparison& c) {
+  if (c.unwritten) return "NaN/unwritten";
+  if (c.padding_touched) return "ld pad written";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1e", c.error);
+  return text;
+}
+
+}  // namespace
+
+int run_check(int argc, char** argv, int first) {
+  Options options("check",
+                  "Runs a seeded random sample of the test matrix (SPEC section 5) on every usable backend and\n"
+                  "compares each result with the reference backend; prints a pass/fail table. When the\n"
+                  "reference is the only usable backend, compares it with an independent naive computation.");
+  options.add("cases", "N", "cases in the sample", "64");
+  options.add("seed", "N", "seed of the sample (printed, so a failure can be replayed)", "time of day");
+  options.add("backend", "NAME", "all|reference|cpu|cuda|cublaslt: the backend(s) to check", "all");
+  options.add_flag("failures-only", "print only the rows that fail");
+  options.set_epilog("Exit code: 0 when every case passes, 1 when one fails, 2 for a usage error.");
+  if (!options.parse(argc, argv, first)) return 0;
+  const int64_t cases = options.integer("cases", 1, 100000);
+  const uint64_t seed = options.given("seed")
+                            ? uint64_t(options.integer("seed", 0, INT64_MAX))
+                            : uint64_t(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
+  const size_t choice = options.choice("backend", {"all", "reference", "cpu", "cuda", "cublaslt"});
+  const bool failures_only = options.flag("failures-only");
+
+  epigemm::Handle handle;
+  const epigemm_backend_t candidates[] = {EPIGEMM_BACKEND_CPU, EPIGEMM_BACKEND_CUDA, EPIGEMM_BACKEND_CUBLASLT};
+  std::vector<epigemm_backend_t> tested;
+  if (choice == 0) {
+    for (const epigemm_backend_t b : candidates) {
+      if (handle.usable(b)) tested.push_back(b);
+    }
+  } else if (choice >= 2) {
+    const epigemm_backend_t b = candidates[choice - 2];
+    if (!handle.usable(b)) {
+      throw UsageError(std::string("--backend ") + epigemm_backend_name(b) + ": not usable here; see `epigemm info`");
+    }
+    tested.push_back(b);
+  }
+  const bool against_naive = tested.empty();
+  if (against_naive) tested.push_back(EPIGEMM_BACKEND_REFERENCE);
+
+  std::printf("epigemm check: %lld random cases of the test matrix, seed %llu\n", (long long)cases,
+              (unsigned long long)seed);
+  if (against_naive) {
+    std::printf("only the reference backend is %s: checking it against the independent naive\n"
+                "computation of tools/naive_gemm.cpp (long double, SPEC formulas)\n",
+                choice == 1 ? "selected" : "usable here");
+  } else {
+    std::printf("comparing with the reference backend:");
+    for (const epigemm_backend_t b : tested) std::printf(" %s", epigemm_backend_name(b));
+    std::printf("\n");
+  }
+  std::printf("error = max |out - ref| / (|ref| + rms(ref)); tolerance f32 %.0e, f16 %.0e, bf16 %.1e\n\n",
+              tolerance(EPIGEMM_DTYPE_F32), tolerance(EPIGEMM_DTYPE_F16), tolerance(EPIGEMM_DTYPE_BF16));
+  std::printf("%4s  %-10s %-13s %-2s %-28s %4s %4s %4s %-3s %5s %4s  %-9s %-13s %s\n", "case", "backend",
+              "epilogue", "op", "dtypes: A,B/D, epilogue's", "m", "n", "k", "ld", "alpha", "beta",
+              "err D", "err aux/bgrad", "result");
+
+  std::unique_ptr<ComputeDevice> host = make_host_device();
+  std::unique_ptr<ComputeDevice> gpu;
+  epigemm::Handle reference_handle;
+  reference_handle.set_backend(EPIGEMM_BACKEND_REFERENCE);
+  Random random(seed);
+  int64_t passed = 0, failed = 0, declined = 0;
+  for (int64_t index = 0; index < cases; ++index) {
+    const bool padded = random.below(2) == 1;
+    const GemmProblem problem = random_problem(random, index, padded);
+    GemmOutputs expected;
+    std::string message;
+    if (against_naive) {
+      expected = naive_gemm(problem);
+    } else if (run_on_backend(reference_handle, *host, EPIGEMM_BACKEND_REFERENCE, problem, &expected,
+                              &message) != EPIGEMM_STATUS_SUCCESS) {
+      std::printf("%4lld  reference failed: %s\n", (long long)index, message.c_str());
+      ++failed;
+      continue;
+    }
+    for (const epigemm_backend_t backend : tested) {
+      const bool on_gpu = backend == EPIGEMM_BACKEND_CUDA || backend == EPIGEMM_BACKEND_CUBLASLT;
+      if (on_gpu && !gpu) gpu = make_cuda_device();
+      ComputeDevice& device = on_gpu ? *gpu : *host;
+      GemmOutputs out;
+      const epigemm_status_t status = run_on_backend(handle, device, backend, problem, &out, &message);
+      std::string d_error = "-", extra_error = "-", result;
+      bool row_failed = false;
+      if (status == EPIGEMM_STATUS_NOT_SUPPORTED) {
+        // A forced backend may decline a call (the dispatcher then routes it elsewhere).
+        result = "declined: " + message;
+        ++declined;
+      } else if (status != EPIGEMM_STATUS_SUCCESS) {
+        result = std::string("FAIL: ") + epigemm_status_name(status) + ": " + message;
+        row_failed = true;
+      } else {
+        const Comparison d = compare(out.d, expected.d);
+        bool ok = d.ok(problem.d.dtype);
+        d_error = error_text(d);
+        if (epilogue_writes_aux(problem.epilogue)) {
+          const Comparison a = compare(out.aux, expected.aux);
+          ok = ok && a.ok(problem.aux.dtype);
+          extra_error = error_text(a);
+        }
+        if (epilogue_writes_bias_grad(problem.epilogue)) {
+          const Comparison g = compare(out.bias_grad, expected.bias_grad);
+          ok = ok && g.ok(problem.bias_grad.dtype);
+          extra_error = error_text(g);
+        }
+        result = ok ? "pass" : "FAIL";
+        row_failed = !ok;
+      }
+      if (row_failed) {
+        ++failed;
+      } else if (status == EPIGEMM_STATUS_SUCCESS) {
+        ++passed;
+      }
+      if (failures_only && !row_failed) continue;
+      const char op[3] = {problem.transa == EPIGEMM_OP_T ? 'T' : 'N', problem.transb == EPIGEMM_OP_T ? 'T' : 'N', 0};
+      std::printf("%4lld  %-10s %-13s %-2s %-28s %4lld %4lld %4lld %-3s %5g %4g  %-9s %-13s %s\n",
+                  (long long)index, epigemm_backend_name(backend), epigemm_epilogue_name(problem.epilogue),
+                  op, dtype_text(problem).c_str(), (long long)problem.gemm_m, (long long)problem.gemm_n,
+                  (long long)problem.gemm_k, padded ? "pad" : "-", double(problem.alpha),
+                  double(problem.beta), d_error.c_str(), extra_error.c_str(), result.c_str());
+    }
+  }
+  std::printf("\n%lld passed, %lld failed, %lld declined by a forced backend; seed %llu: %s\n",
+              (long long)passed, (long long)failed, (long long)declined, (unsigned long long)seed,
+              failed == 0 ? "PASS" : "FAIL");
+  if (failed > 0) std::printf("replay: epigemm check --cases %lld --seed %llu\n", (long long)cases, (unsigned long long)seed);
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace epigemm_cli

@@ -1,0 +1,9 @@
+#include "gpu_info.hpp"
+
+namespace epigemm_cli {
+
+std::vector<std::pair<std::string, std::string>> gpu_info() {
+  return {{"device", "no GPU support in this build (CUDA was not found at configure time)"}};
+}
+
+}  // namespace epigemm_cli

@@ -1,0 +1,63 @@
+// The `epigemm` program: demo, check, info, bench (docs/cli.md). A usage mistake is one line on
+// stderr and exit code 2; a library or device failure is one line and exit code 1.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+
+#include "commands.hpp"
+#include "compute_device.hpp"
+#include "epigemm/epigemm.hpp"
+#include "options.hpp"
+
+namespace {
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: epigemm <command> [options]\n\n"
+               "commands:\n"
+               "  demo    train a two-layer GELU MLP whose linear layers are epigemm calls, check its gradients\n"
+               "  check   compare a random sample of the test matrix on every usable backend with the reference\n"
+               "  info    version, backends compiled in and usable here, device, library versions\n"
+               "  bench   run the benchmark program of bench/\n\n"
+               "`epigemm <command> --help` describes each command's options.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "epigemm: missing command; expected demo, check, info or bench (see epigemm --help)\n");
+    return 2;
+  }
+  const std::string command = argv[1];
+  if (command == "--help" || command == "-h" || command == "help") {
+    print_usage(stdout);
+    return 0;
+  }
+  try {
+    if (command == "demo") return epigemm_cli::run_demo(argc, argv, 2);
+    if (command == "check") return epigemm_cli::run_check(argc, argv, 2);
+    if (command == "info") return epigemm_cli::run_info(argc, argv, 2);
+    if (command == "bench") return epigemm_cli::run_bench(argc, argv, 2);
+    std::fprintf(stderr, "epigemm: unknown command '%s'; expected demo, check, info or bench (see epigemm --help)\n",
+                 command.c_str());
+    return 2;
+  } catch (const epigemm_cli::UsageError& e) {
+    std::fprintf(stderr, "epigemm %s: %s (see epigemm %s --help)\n", command.c_str(), e.what(), command.c_str());
+    return 2;
+  } catch (const epigemm::Error& e) {
+    std::fprintf(stderr, "epigemm %s: library call failed: %s\n", command.c_str(), e.what());
+    return 1;
+  } catch (const epigemm_cli::DeviceError& e) {
+    std::fprintf(stderr, "epigemm %s: %s\n", command.c_str(), e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "epigemm %s: out of host memory\n", command.c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "epigemm %s: %s\n", command.c_str(), e.what());
+    return 1;
+  }
+}
