@@ -1,0 +1,588 @@
+// epigemm_bench_cpu: the cpu backend against its math floor and against oneDNN's fused matmul,
+// fp32, on the CPU shapes of ../shared/PERF.md and a (1024, 1024, 4096) layer
+// (docs/cpu_backend.md explains the paths and the numbers).
+//
+// For each layer shape (tokens, in, out) and pass (fprop, dgrad, wgrad; GEMM coordinates from
+// the library's one mapping, map_layer_to_gemm), in one run:
+//   openblas-sgemm, onednn-sgemm, onednn-matmul   the plain GEMM (floor candidates: the math
+//                                                 floor of the pass is the fastest of them)
+//   cpu                 the cpu backend through the public layer-level C API, every epilogue of
+//                       the pass
+//   cpu[unfused]        the backend with one panel (the whole GEMM, then the epilogue over all
+//                       of D), for the pass's full epilogue: what the panels buy
+//   cpu[openblas]       the backend on OpenBLAS instead of oneDNN, full epilogue
+//   onednn-matmul-fused oneDNN matmul with a bias and/or gelu_tanh post-op (fprop only; it has no
+//                       aux output, so it does less work than GELU_AUX(_BIAS))
+//   sgemm+plain-loop    the fastest sgemm then a plain loop for bias + GELU + aux (fprop)
+// Each path's outputs are checked on sampled elements against a double recomputation before it
+// is timed; inputs are random, rotated among sets that together exceed --rotation-mb.
+// Writes <out>/cpu-<date>.csv and .md and prints the table.
+#include <cblas.h>
+#include <dnnl.hpp>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <unordered_map>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.hpp"
+#include "backends/cpu/gemm_engine.hpp"
+#include "core/gemm_call.hpp"
+#include "core/layer_mapping.hpp"
+#include "epigemm/epigemm.h"
+#include "harness/bench_harness.hpp"
+
+extern "C" char* openblas_get_corename(void);
+
+namespace {
+
+using epigemm::GemmCall;
+using epigemm_bench::BenchCase;
+
+struct Layer {
+  int64_t tokens, in, out;
+  std::string name() const {
+    return std::to_string(tokens) + "," + std::to_string(in) + "," + std::to_string(out);
+  }
+};
+
+struct Options {
+  std::vector<Layer> layers = {{2048, 1024, 4096}, {512, 4096, 4096}, {1024, 768, 3072},
+                               {1024, 1024, 4096}};
+  epigemm_bench::TimingOptions timing;
+  std::string out = "bench/results";
+  double rotation_mb = 512;
+  bool variants = true;
+  std::string passes = "fprop,dgrad,wgrad";
+};
+
+[[noreturn]] void usage(const char* message) {
+  std::fprintf(stderr,
+               "epigemm_bench_cpu: %s\n"
+               "usage: epigemm_bench_cpu [--shapes t,i,o;t,i,o...] [--reps N] [--warmup N]\n"
+               "                         [--out DIR] [--rotation-mb MB] [--passes fprop,dgrad,wgrad]\n"
+               "                         [--no-variants]\n",
+               message);
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(("missing value after " + arg).c_str());
+      return argv[++i];
+    };
+    if (arg == "--shapes") {
+      o.layers.clear();
+      std::stringstream all(value());
+      std::string one;
+      while (std::getline(all, one, ';')) {
+        Layer l{};
+        if (std::sscanf(one.c_str(), "%ld,%ld,%ld", &l.tokens, &l.in, &l.out) != 3) {
+          usage(("bad shape " + one).c_str());
+        }
+        o.layers.push_back(l);
+      }
+    } else if (arg == "--reps") {
+      o.timing.repetitions = std::atoi(value().c_str());
+    } else if (arg == "--warmup") {
+      o.timing.warmup = std::atoi(value().c_str());
+    } else if (arg == "--out") {
+      o.out = value();
+    } else if (arg == "--rotation-mb") {
+      o.rotation_mb = std::atof(value().c_str());
+    } else if (arg == "--passes") {
+      o.passes = value();
+    } else if (arg == "--no-variants") {
+      o.variants = false;
+    } else {
+      usage(("unknown option " + arg).c_str());
+    }
+  }
+  if (o.timing.repetitions < 1) usage("--reps must be >= 1");
+  return o;
+}
+
+// Uniform in [-scale, scale) from a hash of (seed, index): random, reproducible, never all zero.
+void fill_uniform(std::vector<float>& v, uint64_t seed, float scale) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint64_t h = seed * 0x9E3779B97F4A7C15ull + i;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    v[i] = (float(h >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * scale;
+  }
+}
+
+epigemm_tensor_t tensor(std::vector<float>& v, int64_t rows, int64_t cols) {
+  return epigemm_tensor_t{v.data(), EPIGEMM_DTYPE_F32, rows, cols, cols, EPIGEMM_MEMORY_HOST};
+}
+epigemm_vector_t vec(std::vector<float>& v) {
+  return epigemm_vector_t{v.data(), EPIGEMM_DTYPE_F32, int64_t(v.size()), EPIGEMM_MEMORY_HOST};
+}
+
+// One input set of a pass: every tensor any path of the pass reads or writes.
+struct PassSet {
+  std::vector<float> x, w, dy, y, dx, dw, pre_out, pre_in, bias, bias_grad_in, bias_grad_out;
+};
+
+PassSet make_set(const Layer& l, const std::string& pass, uint64_t seed) {
+  PassSet s;
+  const float input_scale = 1.0f;
+  if (pass == "fprop" || pass == "wgrad") {
+    s.x.resize(size_t(l.tokens * l.in));
+    fill_uniform(s.x, seed + 1, input_scale);
+  }
+  if (pass == "fprop" || pass == "dgrad") {
+    s.w.resize(size_t(l.out * l.in));
+    // Scaled so that X W^T lands in GELU's interesting range.
+    fill_uniform(s.w, seed + 2, float(2.0 / std::sqrt(double(l.in))));
+  }
+  if (pass == "dgrad" || pass == "wgrad") {
+    s.dy.resize(size_t(l.tokens * l.out));
+    fill_uniform(s.dy, seed + 3, input_scale);
+  }
+  if (pass == "fprop") {
+    s.y.resize(size_t(l.tokens * l.out));
+    s.pre_out.resize(size_t(l.tokens * l.out));
+    s.bias.resize(size_t(l.out));
+    fill_uniform(s.bias, seed + 4, 0.5f);
+    fill_uniform(s.y, seed + 8, 1.0f);  // touched once, so page faults are not timed
+    fill_uniform(s.pre_out, seed + 9, 1.0f);
+  }
+  if (pass == "dgrad") {
+    s.dx.resize(size_t(l.tokens * l.in));
+    s.pre_in.resize(size_t(l.tokens * l.in));
+    fill_uniform(s.pre_in, seed + 5, 3.0f);
+    s.bias_grad_in.resize(size_t(l.in));
+    fill_uniform(s.dx, seed + 10, 1.0f);
+  }
+  if (pass == "wgrad") {
+    s.dw.resize(size_t(l.out * l.in));
+    s.bias_grad_out.resize(size_t(l.out));
+    fill_uniform(s.dw, seed + 11, 1.0f);
+  }
+  return s;
+}
+
+double set_bytes(const PassSet& s) {
+  size_t n = 0;
+  for (const auto* v : {&s.x, &s.w, &s.dy, &s.y, &s.dx, &s.dw, &s.pre_out, &s.pre_in, &s.bias})
+    n += v->size();
+  return double(n) * 4;
+}
+
+// The pass's full epilogue and its GemmCall through the library's one layer mapping.
+GemmCall map_pass(const std::string& pass, PassSet& s, const Layer& l, epigemm_epilogue_t e,
+                  std::vector<epigemm_tensor_t>& keep, std::vector<epigemm_vector_t>& keep_vectors) {
+  keep.clear();
+  keep_vectors.clear();
+  keep.reserve(8);
+  keep_vectors.reserve(2);
+  epigemm::LayerTensors t;
+  epigemm::LayerPass lp = epigemm::LayerPass::fprop;
+  if (pass == "fprop") {
+    keep.push_back(tensor(s.x, l.tokens, l.in));
+    keep.push_back(tensor(s.w, l.out, l.in));
+    keep.push_back(tensor(s.y, l.tokens, l.out));
+    t.x = &keep[0];
+    t.w = &keep[1];
+    t.y = &keep[2];
+    if (epigemm::epilogue_writes_aux(e)) {
+      keep.push_back(tensor(s.pre_out, l.tokens, l.out));
+      t.pre_gelu = &keep.back();
+    }
+    if (epigemm::epilogue_reads_bias(e)) {
+      keep_vectors.push_back(vec(s.bias));
+      t.bias = &keep_vectors.back();
+    }
+  } else if (pass == "dgrad") {
+    lp = epigemm::LayerPass::dgrad;
+    keep.push_back(tensor(s.dy, l.tokens, l.out));
+    keep.push_back(tensor(s.w, l.out, l.in));
+    keep.push_back(tensor(s.dx, l.tokens, l.in));
+    t.dy = &keep[0];
+    t.w = &keep[1];
+    t.dx = &keep[2];
+    if (epigemm::epilogue_reads_aux(e)) {
+      keep.push_back(tensor(s.pre_in, l.tokens, l.in));
+      t.pre_gelu = &keep.back();
+    }
+    if (e == EPIGEMM_EPILOGUE_DGELU_BGRAD) {
+      keep_vectors.push_back(vec(s.bias_grad_in));
+      t.bias_grad = &keep_vectors.back();
+    }
+  } else {
+    lp = epigemm::LayerPass::wgrad;
+    keep.push_back(tensor(s.x, l.tokens, l.in));
+    keep.push_back(tensor(s.dy, l.tokens, l.out));
+    keep.push_back(tensor(s.dw, l.out, l.in));
+    t.x = &keep[0];
+    t.dy = &keep[1];
+    t.dw = &keep[2];
+    if (e == EPIGEMM_EPILOGUE_BGRADB) {
+      keep_vectors.push_back(vec(s.bias_grad_out));
+      t.bias_grad = &keep_vectors.back();
+    }
+  }
+  GemmCall call;
+  const epigemm::Status status = epigemm::map_layer_to_gemm(lp, t, &call);
+  if (!status.ok()) {
+    std::fprintf(stderr, "map_layer_to_gemm: %s\n", status.message().c_str());
+    std::exit(1);
+  }
+  call.epilogue = e;
+  return call;
+}
+
+// The layer-level C API call of a pass with epilogue e (the `cpu` path).
+epigemm_status_t call_layer_api(epigemm_context_t ctx, const std::string& pass, PassSet& s,
+                                const Layer& l, epigemm_epilogue_t e, void* ws, size_t ws_bytes) {
+  epigemm_tensor_t X = tensor(s.x, l.tokens, l.in), W = tensor(s.w, l.out, l.in);
+  epigemm_tensor_t Y = tensor(s.y, l.tokens, l.out), P = tensor(s.pre_out, l.tokens, l.out);
+  epigemm_tensor_t DY = tensor(s.dy, l.tokens, l.out), DX = tensor(s.dx, l.tokens, l.in);
+  epigemm_tensor_t PI = tensor(s.pre_in, l.tokens, l.in), DW = tensor(s.dw, l.out, l.in);
+  epigemm_vector_t B = vec(s.bias), BGI = vec(s.bias_grad_in), BGO = vec(s.bias_grad_out);
+  if (pass == "fprop") {
+    return epigemm_linear_fprop(ctx, &X, &W, epigemm::epilogue_reads_bias(e) ? &B : nullptr,
+                                epigemm::epilogue_writes_aux(e) ? &P : nullptr, &Y, ws, ws_bytes,
+                                nullptr);
+  }
+  if (pass == "dgrad") {
+    return epigemm_linear_dgrad(ctx, &DY, &W, epigemm::epilogue_reads_aux(e) ? &PI : nullptr,
+                                e == EPIGEMM_EPILOGUE_DGELU_BGRAD ? &BGI : nullptr, &DX, ws,
+                                ws_bytes, nullptr);
+  }
+  return epigemm_linear_wgrad(ctx, &X, &DY, &DW, 0,
+                              e == EPIGEMM_EPILOGUE_BGRADB ? &BGO : nullptr, ws, ws_bytes, nullptr);
+}
+
+// ---- oneDNN matmul in GEMM coordinates --------------------------------------------------------
+// Column-major D (m x n) = op(A) op(B) is row-major D^T (n x m) = op(B)^T op(A)^T: oneDNN's src
+// is op(B)^T (n x k), its weights op(A)^T (k x m), its dst D^T; strides follow from each
+// operand's transpose flag and leading dimension; the bias (one per i) is per dst column.
+struct OnednnMatmul {
+  dnnl::matmul primitive;
+  dnnl::memory::desc src, weights, bias, dst;
+  bool has_bias = false;
+};
+
+OnednnMatmul make_matmul(dnnl::engine& eng, const GemmCall& c, bool bias, bool gelu) {
+  using dims = dnnl::memory::dims;
+  using dt = dnnl::memory::data_type;
+  const auto n = c.gemm_n, m = c.gemm_m, k = c.gemm_k;
+  OnednnMatmul mm;
+  mm.src = dnnl::memory::desc(dims{n, k}, dt::f32,
+                              c.transb == EPIGEMM_OP_N ? dims{c.b.ld, 1} : dims{1, c.b.ld});
+  mm.weights = dnnl::memory::desc(dims{k, m}, dt::f32,
+                                  c.transa == EPIGEMM_OP_N ? dims{c.a.ld, 1} : dims{1, c.a.ld});
+  mm.dst = dnnl::memory::desc(dims{n, m}, dt::f32, dims{c.d.ld, 1});
+  mm.has_bias = bias;
+  if (bias) mm.bias = dnnl::memory::desc(dims{1, m}, dt::f32, dims{m, 1});
+  dnnl::primitive_attr attr;
+  if (gelu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
+    attr.set_post_ops(ops);
+  }
+  const dnnl::matmul::desc desc = bias ? dnnl::matmul::desc(mm.src, mm.weights, mm.bias, mm.dst)
+                                       : dnnl::matmul::desc(mm.src, mm.weights, mm.dst);
+  mm.primitive = dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, eng));
+  return mm;
+}
+
+void run_matmul(OnednnMatmul& mm, dnnl::engine& eng, dnnl::stream& strm, const GemmCall& c) {
+  std::unordered_map<int, dnnl::memory> args = {
+      {DNNL_ARG_SRC, dnnl::memory(mm.src, eng, c.b.data)},
+      {DNNL_ARG_WEIGHTS, dnnl::memory(mm.weights, eng, c.a.data)},
+      {DNNL_ARG_DST, dnnl::memory(mm.dst, eng, c.d.data)}};
+  if (mm.has_bias) args.insert({DNNL_ARG_BIAS, dnnl::memory(mm.bias, eng, c.bias.data)});
+  mm.primitive.execute(strm, args);
+  strm.wait();
+}
+
+// ---- checks: sampled outputs against a double recomputation ------------------------------------
+
+float at(const epigemm::Matrix& x, int64_t r, int64_t c) {
+  return static_cast<const float*>(x.data)[r + c * x.ld];
+}
+double acc_at(const GemmCall& c, int64_t i, int64_t j) {
+  double sum = 0;
+  for (int64_t p = 0; p < c.gemm_k; ++p) {
+    const double a = c.transa == EPIGEMM_OP_N ? at(c.a, i, p) : at(c.a, p, i);
+    const double b = c.transb == EPIGEMM_OP_N ? at(c.b, p, j) : at(c.b, j, p);
+    sum += a * b;
+  }
+  return sum;
+}
+// Written from docs/conventions.md with tanh, independently of src/core/epilogue_math.hpp.
+double gelu(double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+double gelu_grad(double x) {
+  const double t = std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * 0.7978845608028654 * (1 + 3 * 0.044715 * x * x);
+}
+
+// "" when the sampled outputs of epilogue e (as a path that writes `writes_aux` computes it)
+// agree with the recomputation to 1e-4 relative (fp32 sums of up to 4096 terms).
+std::string check(const GemmCall& c, epigemm_epilogue_t e, bool writes_aux) {
+  auto close = [](double got, double want) {
+    return std::fabs(got - want) <= 1e-4 * (std::fabs(want) + 1.0);
+  };
+  std::ostringstream bad;
+  for (int s = 0; s < 64; ++s) {
+    const int64_t i = (s * 7919) % c.gemm_m, j = (s * 104729) % c.gemm_n;
+    const double acc = acc_at(c, i, j);
+    double want = acc;
+    const double bias = c.has_bias ? static_cast<const float*>(c.bias.data)[i] : 0.0;
+    if (e == EPIGEMM_EPILOGUE_BIAS) want = acc + bias;
+    if (e == EPIGEMM_EPILOGUE_GELU_AUX || e == EPIGEMM_EPILOGUE_GELU_AUX_BIAS) {
+      want = gelu(acc + bias);
+      if (writes_aux && !close(at(c.aux, i, j), acc + bias)) bad << "aux(" << i << "," << j << ") ";
+    }
+    if (e == EPIGEMM_EPILOGUE_DGELU || e == EPIGEMM_EPILOGUE_DGELU_BGRAD) want = acc * gelu_grad(at(c.aux, i, j));
+    if (!close(at(c.d, i, j), want)) bad << "D(" << i << "," << j << ")=" << at(c.d, i, j) << " want " << want << " ";
+  }
+  const float* bg = static_cast<const float*>(c.bias_grad.data);
+  if (e == EPIGEMM_EPILOGUE_BGRADB) {
+    for (int64_t j = 0; j < c.gemm_n; j += std::max<int64_t>(1, c.gemm_n / 16)) {
+      double sum = 0;
+      for (int64_t p = 0; p < c.gemm_k; ++p) sum += c.transb == EPIGEMM_OP_N ? at(c.b, p, j) : at(c.b, j, p);
+      if (!close(bg[j], sum)) bad << "bias_grad[" << j << "] ";
+    }
+  }
+  if (e == EPIGEMM_EPILOGUE_DGELU_BGRAD) {
+    for (int64_t i : {int64_t(0), c.gemm_m / 2, c.gemm_m - 1}) {
+      double sum = 0;
+      for (int64_t j = 0; j < c.gemm_n; ++j) sum += acc_at(c, i, j) * gelu_grad(at(c.aux, i, j));
+      if (std::fabs(bg[i] - sum) > 1e-4 * (std::fabs(sum) + std::sqrt(double(c.gemm_n)))) bad << "bias_grad[" << i << "] ";
+    }
+  }
+  return bad.str().empty() ? "" : "FAILED check: " + bad.str().substr(0, 200);
+}
+
+// The plain loop after the GEMM, fprop GELU_AUX_BIAS: z = acc + bias; aux = z; D = gelu(z).
+void plain_loop_epilogue(const GemmCall& c) {
+  float* d = static_cast<float*>(c.d.data);
+  float* aux = static_cast<float*>(c.aux.data);
+  const float* bias = static_cast<const float*>(c.bias.data);
+  for (int64_t j = 0; j < c.gemm_n; ++j) {
+    for (int64_t i = 0; i < c.gemm_m; ++i) {
+      const float z = d[i + j * c.d.ld] + bias[i];
+      aux[i + j * c.aux.ld] = z;
+      d[i + j * c.d.ld] = 0.5f * z * (1.0f + std::tanh(0.7978845608f * (z + 0.044715f * z * z * z)));
+    }
+  }
+}
+
+std::vector<epigemm_epilogue_t> pass_epilogues(const std::string& pass) {
+  if (pass == "fprop") {
+    return {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_BIAS, EPIGEMM_EPILOGUE_GELU_AUX,
+            EPIGEMM_EPILOGUE_GELU_AUX_BIAS};
+  }
+  if (pass == "dgrad") return {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_DGELU, EPIGEMM_EPILOGUE_DGELU_BGRAD};
+  return {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_BGRADB};
+}
+
+std::string read_first_line(const char* path, const char* prefix = nullptr) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (prefix == nullptr || line.rfind(prefix, 0) == 0) return line;
+  }
+  return "";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options opt = parse(argc, argv);
+  const std::string load_before = read_first_line("/proc/loadavg");
+  char date[32], stamp[64];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+
+  epigemm_context_t ctx = nullptr;
+  if (epigemm_context_create(&ctx) != EPIGEMM_STATUS_SUCCESS) return 1;
+  epigemm_context_set_backend(ctx, EPIGEMM_BACKEND_CPU);
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream strm(eng);
+
+  epigemm::CpuBackendOptions unfused_options;
+  unfused_options.panel_columns = int64_t(1) << 40;
+  auto unfused = epigemm::create_cpu_backend(unfused_options);
+  epigemm::CpuBackendOptions openblas_options;
+  openblas_options.engine = epigemm::CpuGemmEngine::openblas;
+  auto on_openblas = epigemm::create_cpu_backend(openblas_options);
+
+  epigemm_bench::ResultTable table;
+  epigemm_bench::SteadyClockTimer timer;
+  int sets_used = 1;
+
+  for (const Layer& layer : opt.layers) {
+    for (const std::string pass : {"fprop", "dgrad", "wgrad"}) {
+      if (opt.passes.find(pass) == std::string::npos) continue;
+      std::vector<PassSet> sets;
+      sets.push_back(make_set(layer, pass, 1000));
+      const int n_sets = epigemm_bench::rotation_sets(set_bytes(sets[0]), opt.rotation_mb * 1e6, 8);
+      sets_used = std::max(sets_used, n_sets);
+      for (int s = 1; s < n_sets; ++s) sets.push_back(make_set(layer, pass, 1000 + 100 * uint64_t(s)));
+      std::fprintf(stderr, "== %s %s: %d input set(s) of %.0f MB\n", layer.name().c_str(),
+                   pass.c_str(), n_sets, set_bytes(sets[0]) / 1e6);
+
+      const epigemm_epilogue_t full = pass_epilogues(pass).back();
+      std::vector<std::vector<epigemm_tensor_t>> keep(n_sets);
+      std::vector<std::vector<epigemm_vector_t>> keep_vectors(n_sets);
+      std::vector<GemmCall> calls;       // DEFAULT views, for the floors
+      std::vector<GemmCall> full_calls;  // the full epilogue's views
+      for (int s = 0; s < n_sets; ++s) {
+        full_calls.push_back(map_pass(pass, sets[s], layer, full, keep[s], keep_vectors[s]));
+        calls.push_back(full_calls.back());
+        calls.back().epilogue = EPIGEMM_EPILOGUE_DEFAULT;
+      }
+      auto row = [&](const std::string& path, const std::string& epilogue) {
+        return BenchCase{layer.name(), pass, epilogue, "f32", path};
+      };
+      auto add = [&](const BenchCase& bc, bool floor, const std::function<void(int)>& fn,
+                     const std::string& note) {
+        const std::vector<double> seconds = epigemm_bench::time_calls(timer, opt.timing, n_sets, fn);
+        table.add(bc, floor, seconds, note);
+        std::fprintf(stderr, "   %-28s %-14s %9.3f ms %s\n", bc.path.c_str(), bc.epilogue.c_str(),
+                     epigemm_bench::median(seconds) * 1e3, note.c_str());
+      };
+
+      // Floors.
+      for (const auto engine : {epigemm::CpuGemmEngine::openblas, epigemm::CpuGemmEngine::onednn}) {
+        auto gemm = [&, engine](int s) {
+          const GemmCall& c = calls[size_t(s)];
+          const epigemm::Status st = epigemm::cpu_sgemm(
+              engine, c.transa, c.transb, c.gemm_m, c.gemm_n, c.gemm_k, 1.0f,
+              static_cast<const float*>(c.a.data), c.a.ld, static_cast<const float*>(c.b.data),
+              c.b.ld, 0.0f, static_cast<float*>(c.d.data), c.d.ld);
+          if (!st.ok()) std::fprintf(stderr, "%s\n", st.message().c_str());
+        };
+        gemm(0);
+        add(row(epigemm::cpu_gemm_engine_name(engine), "DEFAULT"), true, gemm,
+            check(calls[0], EPIGEMM_EPILOGUE_DEFAULT, false));
+      }
+      {
+        OnednnMatmul mm = make_matmul(eng, calls[0], false, false);
+        auto fn = [&](int s) { run_matmul(mm, eng, strm, calls[size_t(s)]); };
+        fn(0);
+        add(row("onednn-matmul", "DEFAULT"), true, fn, check(calls[0], EPIGEMM_EPILOGUE_DEFAULT, false));
+      }
+
+      // The cpu backend through the layer-level C API, every epilogue of the pass.
+      size_t ws_bytes = 0;
+      epigemm_linear_workspace_size(ctx, layer.tokens, layer.in, layer.out, EPIGEMM_DTYPE_F32,
+                                    EPIGEMM_MEMORY_HOST, &ws_bytes);
+      std::vector<unsigned char> workspace(ws_bytes + 1);
+      for (const epigemm_epilogue_t e : pass_epilogues(pass)) {
+        std::vector<epigemm_tensor_t> k0;
+        std::vector<epigemm_vector_t> kv0;
+        const GemmCall view = map_pass(pass, sets[0], layer, e, k0, kv0);
+        auto fn = [&, e](int s) {
+          const epigemm_status_t st = call_layer_api(ctx, pass, sets[size_t(s)], layer, e,
+                                                     workspace.data(), ws_bytes);
+          if (st != EPIGEMM_STATUS_SUCCESS) {
+            std::fprintf(stderr, "cpu: %s\n", epigemm_context_last_error(ctx));
+            std::exit(1);
+          }
+        };
+        fn(0);
+        epigemm_backend_t ran;
+        epigemm_context_last_backend(ctx, &ran, nullptr);
+        add(row("cpu", epigemm_epilogue_name(e)), false, fn,
+            ran == EPIGEMM_BACKEND_CPU ? check(view, e, true) : "FAILED: backend cpu did not run");
+      }
+
+      // Variants of the backend on the full epilogue.
+      if (opt.variants) {
+        for (auto* variant : {&unfused, &on_openblas}) {
+          auto fn = [&](int s) {
+            GemmCall c = full_calls[size_t(s)];
+            c.backend = EPIGEMM_BACKEND_CPU;
+            const size_t bytes = (*variant)->workspace_bytes(c);
+            c.workspace = workspace.data();
+            c.workspace_bytes = bytes;
+            if (bytes > ws_bytes) std::exit(1);
+            const epigemm::Status st = (*variant)->run(c);
+            if (!st.ok()) std::fprintf(stderr, "%s\n", st.message().c_str());
+          };
+          fn(0);
+          add(row(variant == &unfused ? "cpu[unfused]" : "cpu[openblas]", epigemm_epilogue_name(full)),
+              false, fn, check(full_calls[0], full, true));
+        }
+      }
+
+      // oneDNN's fused matmul and the plain loop, forward only.
+      if (pass == "fprop") {
+        struct Fused {
+          epigemm_epilogue_t e;
+          bool bias, gelu;
+        };
+        for (const Fused f : {Fused{EPIGEMM_EPILOGUE_BIAS, true, false},
+                              Fused{EPIGEMM_EPILOGUE_GELU_AUX, false, true},
+                              Fused{EPIGEMM_EPILOGUE_GELU_AUX_BIAS, true, true}}) {
+          OnednnMatmul mm = make_matmul(eng, full_calls[0], f.bias, f.gelu);
+          auto fn = [&](int s) {
+            run_matmul(mm, eng, strm, full_calls[size_t(s)]);
+          };
+          fn(0);
+          GemmCall view = full_calls[0];
+          view.has_bias = f.bias;
+          add(row("onednn-matmul-fused", epigemm_epilogue_name(f.e)), false, fn,
+              std::string(f.gelu ? "no aux written " : "") + check(view, f.e, false));
+        }
+        auto fn = [&](int s) {
+          const GemmCall& c = full_calls[size_t(s)];
+          const epigemm::Status st = epigemm::cpu_sgemm(
+              epigemm::CpuGemmEngine::onednn, c.transa, c.transb, c.gemm_m, c.gemm_n, c.gemm_k,
+              1.0f, static_cast<const float*>(c.a.data), c.a.ld,
+              static_cast<const float*>(c.b.data), c.b.ld, 0.0f, static_cast<float*>(c.d.data), c.d.ld);
+          if (st.ok()) plain_loop_epilogue(c);
+        };
+        fn(0);
+        add(row("sgemm+plain-loop", "GELU_AUX_BIAS"), false, fn,
+            check(full_calls[0], EPIGEMM_EPILOGUE_GELU_AUX_BIAS, true));
+      }
+    }
+  }
+
+  const std::string load_after = read_first_line("/proc/loadavg");
+  std::ostringstream header;
+  header << "# cpu backend benchmark, " << stamp << "\n\n"
+         << "- machine: " << read_first_line("/proc/cpuinfo", "model name") << ", "
+         << omp_get_max_threads() << " OpenMP threads; OpenBLAS core: " << openblas_get_corename()
+         << "\n"
+         << "- /proc/loadavg before: " << load_before << "; after: " << load_after << "\n"
+         << "- fp32; median of " << opt.timing.repetitions << " timed calls after "
+         << opt.timing.warmup << " warm-up calls; inputs rotated over up to " << sets_used
+         << " sets (>= " << opt.rotation_mb << " MB together)\n"
+         << "- x floor: the median over the math floor of the same (shape, pass) in this run, the "
+            "fastest of openblas-sgemm, onednn-sgemm and onednn-matmul\n"
+         << "- command: epigemm_bench_cpu";
+  for (int i = 1; i < argc; ++i) header << ' ' << argv[i];
+  header << "\n";
+  std::printf("%s\n", header.str().c_str());
+  table.print(stdout);
+  const std::string base = opt.out + "/cpu-" + date;
+  const bool ok = table.write_csv(base + ".csv") && table.write_markdown(base + ".md", header.str());
+  std::printf("\n%s %s.csv and %s.md\n", ok ? "wrote" : "could NOT write", base.c_str(), base.c_str());
+  epigemm_context_destroy(ctx);
+  return ok ? 0 : 1;
+}
