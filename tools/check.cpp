@@ -29,6 +29,9 @@ const epigemm_epilogue_t kEpilogues[] = {
 const epigemm_dtype_t kDtypes[] = {EPIGEMM_DTYPE_F32, EPIGEMM_DTYPE_F16, EPIGEMM_DTYPE_BF16};
 // Sizes of SPEC §5: 1, odd primes, sizes that are not multiples of 8 or 16, and round ones.
 const int64_t kSizes[] = {1, 2, 7, 8, 16, 17, 31, 64, 100, 128, 229, 541};
+// Half the cases are "aligned": multiples of 16, default leading dimensions and epilogue
+// operands in D's dtype, the calls that vendor fast paths (cuBLASLt) take instead of declining.
+const int64_t kAlignedSizes[] = {16, 32, 64, 128, 256};
 // The product gemm_m x gemm_n x gemm_k of a case is kept below this so that the whole check
 // stays within seconds on the reference backend.
 constexpr double kMaxMultiplyAdds = 3.0e6;
@@ -116,18 +119,24 @@ HostMatrix random_matrix(Random& random, epigemm_dtype_t dtype, int64_t rows, in
 
 // A random case of the matrix; the i-th case takes the epilogue i mod 7 and the transposes
 // (i / 7) mod 4, so that a sample of 28 or more covers every pair.
-GemmProblem random_problem(Random& random, int64_t index, bool padded_ld) {
+GemmProblem random_problem(Random& random, int64_t index, bool aligned, bool padded_ld) {
   GemmProblem p;
   p.epilogue = kEpilogues[index % 7];
   p.transa = (index / 7) % 2 ? EPIGEMM_OP_T : EPIGEMM_OP_N;
   p.transb = (index / 14) % 2 ? EPIGEMM_OP_T : EPIGEMM_OP_N;
+  const auto random_size = [&]() {
+    return aligned ? kAlignedSizes[random.below(std::size(kAlignedSizes))]
+                   : kSizes[random.below(std::size(kSizes))];
+  };
   do {
-    p.gemm_m = kSizes[random.below(std::size(kSizes))];
-    p.gemm_n = kSizes[random.below(std::size(kSizes))];
-    p.gemm_k = kSizes[random.below(std::size(kSizes))];
+    p.gemm_m = random_size();
+    p.gemm_n = random_size();
+    p.gemm_k = random_size();
   } while (double(p.gemm_m) * double(p.gemm_n) * double(p.gemm_k) > kMaxMultiplyAdds);
   const epigemm_dtype_t ab = kDtypes[random.below(3)];
   const epigemm_dtype_t d = random.below(2) ? EPIGEMM_DTYPE_F32 : ab;
+  // The dtype of an epilogue operand (bias, aux, bias_grad): D's in aligned cases, else any.
+  const auto epilogue_dtype = [&]() { return aligned ? d : kDtypes[random.below(3)]; };
   const bool accumulate = random.below(2) == 1;
   p.beta = accumulate ? 1.0f : 0.0f;
   p.alpha = random.below(4) == 0 ? 0.5f : 1.0f;
@@ -146,16 +155,16 @@ GemmProblem random_problem(Random& random, int64_t index, bool padded_ld) {
   p.d = random_matrix(random, d, p.gemm_m, p.gemm_n, ld(p.gemm_m), accumulate ? -1.0 : NAN,
                       accumulate ? 1.0 : NAN);
   if (epilogue_reads_bias(p.epilogue)) {
-    p.bias = HostVector(kDtypes[random.below(3)], p.gemm_m);
+    p.bias = HostVector(epilogue_dtype(), p.gemm_m);
     for (int64_t i = 0; i < p.gemm_m; ++i) p.bias.set(i, float(random.uniform(-1.0, 1.0)));
   }
   if (epilogue_reads_aux(p.epilogue)) {
-    p.aux = random_matrix(random, kDtypes[random.below(3)], p.gemm_m, p.gemm_n, ld(p.gemm_m), -4.0, 4.0);
+    p.aux = random_matrix(random, epilogue_dtype(), p.gemm_m, p.gemm_n, ld(p.gemm_m), -4.0, 4.0);
   } else if (epilogue_writes_aux(p.epilogue)) {
-    p.aux = random_matrix(random, kDtypes[random.below(3)], p.gemm_m, p.gemm_n, ld(p.gemm_m), NAN, NAN);
+    p.aux = random_matrix(random, epilogue_dtype(), p.gemm_m, p.gemm_n, ld(p.gemm_m), NAN, NAN);
   }
   if (epilogue_writes_bias_grad(p.epilogue)) {
-    p.bias_grad = HostVector(kDtypes[random.below(3)], p.epilogue == EPIGEMM_EPILOGUE_BGRADB ? p.gemm_n : p.gemm_m);
+    p.bias_grad = HostVector(epilogue_dtype(), p.epilogue == EPIGEMM_EPILOGUE_BGRADB ? p.gemm_n : p.gemm_m);
     for (int64_t i = 0; i < p.bias_grad.length; ++i) p.bias_grad.set(i, NAN);
   }
   return p;
@@ -301,8 +310,9 @@ int run_check(int argc, char** argv, int first) {
   Random random(seed);
   int64_t passed = 0, failed = 0, declined = 0;
   for (int64_t index = 0; index < cases; ++index) {
-    const bool padded = random.below(2) == 1;
-    const GemmProblem problem = random_problem(random, index, padded);
+    const bool aligned = random.below(2) == 1;
+    const bool padded = !aligned && random.below(2) == 1;
+    const GemmProblem problem = random_problem(random, index, aligned, padded);
     GemmOutputs expected;
     std::string message;
     if (against_naive) {
