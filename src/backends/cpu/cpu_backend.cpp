@@ -8,7 +8,8 @@
 //      is fp32, else in a gemm_m x w workspace panel (D_old widened into it when beta != 0);
 //      fp16/bf16 A and B are widened block by block (gemm_k blocks of conversion_k_block) into the
 //      workspace and the GEMM accumulates over the blocks;
-//   3. the epilogue on the panel, split by rows over the threads.
+//      with alpha = 1 and beta = 0 oneDNN's matmul also adds the (fp32 or widened) bias;
+//   3. the rest of the epilogue on the panel, split by rows over the threads.
 // The GEMM engine's own threads run step 2; steps 1 and 3 are OpenMP loops, so the two never
 // run at the same time.
 #include "backends/cpu/cpu_backend.hpp"
@@ -123,7 +124,8 @@ class CpuBackend final : public Backend {
  private:
   void sum_panel_of_op_b(const GemmCall& call, int64_t j0, int64_t width, float* sums) const;
   Status panel_product(const GemmCall& call, const WorkspacePlan& plan, char* workspace,
-                       int64_t j0, int64_t width, float* acc, int64_t ld_acc) const;
+                       int64_t j0, int64_t width, float* acc, int64_t ld_acc,
+                       const float* gemm_bias, bool* bias_added) const;
   void widen_blocks(const GemmCall& call, int64_t j0, int64_t width, int64_t p0, int64_t depth,
                     float* a_block, float* b_block) const;
 
@@ -181,14 +183,16 @@ void CpuBackend::widen_blocks(const GemmCall& call, int64_t j0, int64_t width, i
 
 // acc (gemm_m x width, ld_acc) = alpha op(A) op(B)[:, j0:j0+width] + beta D_old[:, j0:j0+width].
 // When D is fp32, acc is D and holds D_old on entry; otherwise acc is the workspace panel.
+// gemm_bias (fp32, gemm_m, or nullptr): a bias the GEMM may add itself; *bias_added says if it did.
 Status CpuBackend::panel_product(const GemmCall& call, const WorkspacePlan& plan, char* workspace,
-                                 int64_t j0, int64_t width, float* acc, int64_t ld_acc) const {
+                                 int64_t j0, int64_t width, float* acc, int64_t ld_acc,
+                                 const float* gemm_bias, bool* bias_added) const {
   const int64_t m = call.gemm_m, k = call.gemm_k;
   const bool d_is_acc = call.d.dtype == EPIGEMM_DTYPE_F32;
-  // beta = 0 never reads D_old (it may hold NaN, as in BLAS): the panel starts from zeros, which
-  // also keeps the result independent of whether the engine reads C when beta = 0.
   const bool parallel = m * width >= kParallelElements;
-  if (call.beta == 0.0f || k == 0) {
+  *bias_added = false;
+  if (k == 0) {
+    // acc = beta D_old; beta = 0 never reads D_old (it may hold NaN, as in BLAS).
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t j = 0; j < width; ++j) {
       float* column = acc + j * ld_acc;
@@ -197,14 +201,24 @@ Status CpuBackend::panel_product(const GemmCall& call, const WorkspacePlan& plan
         continue;
       }
       if (!d_is_acc) kernels_.to_float(element(call.d, 0, j0 + j), call.d.dtype, m, column);
-      // gemm_k = 0: acc = beta D_old.
       for (int64_t i = 0; i < m; ++i) column[i] *= call.beta;
     }
-    if (k == 0) return Status();
-  } else if (!d_is_acc) {
+    return Status();
+  }
+
+  // alpha = 1, beta = 0 (every layer call but an accumulating wgrad) overwrites acc without
+  // reading it. Otherwise the engine computes beta * C: C must hold D_old, or zeros when
+  // beta = 0, since dnnl_sgemm reads C even then (0 * NaN would leak a poisoned D).
+  const bool overwrite = call.alpha == 1.0f && call.beta == 0.0f;
+  if (!overwrite && (call.beta == 0.0f || !d_is_acc)) {
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t j = 0; j < width; ++j) {
-      kernels_.to_float(element(call.d, 0, j0 + j), call.d.dtype, m, acc + j * ld_acc);
+      float* column = acc + j * ld_acc;
+      if (call.beta == 0.0f) {
+        std::memset(column, 0, size_t(m) * sizeof(float));
+      } else {
+        kernels_.to_float(element(call.d, 0, j0 + j), call.d.dtype, m, column);
+      }
     }
   }
 
@@ -212,6 +226,10 @@ Status CpuBackend::panel_product(const GemmCall& call, const WorkspacePlan& plan
     const float* a = static_cast<const float*>(call.a.data);
     const float* b = reinterpret_cast<const float*>(
         call.transb == EPIGEMM_OP_N ? element(call.b, 0, j0) : element(call.b, j0, 0));
+    if (overwrite) {
+      return cpu_sgemm_overwrite(options_.engine, call.transa, call.transb, m, width, k, a,
+                                 call.a.ld, b, call.b.ld, gemm_bias, acc, ld_acc, bias_added);
+    }
     return cpu_sgemm(options_.engine, call.transa, call.transb, m, width, k, call.alpha, a,
                      call.a.ld, b, call.b.ld, call.beta, acc, ld_acc);
   }
@@ -223,9 +241,16 @@ Status CpuBackend::panel_product(const GemmCall& call, const WorkspacePlan& plan
     widen_blocks(call, j0, width, p0, depth, a_block, b_block);
     const int64_t lda = call.transa == EPIGEMM_OP_N ? m : depth;
     const int64_t ldb = call.transb == EPIGEMM_OP_N ? depth : width;
-    EPIGEMM_RETURN_IF_ERROR(cpu_sgemm(options_.engine, call.transa, call.transb, m, width, depth,
-                                      call.alpha, a_block, lda, b_block, ldb,
-                                      p0 == 0 ? call.beta : 1.0f, acc, ld_acc));
+    if (p0 == 0 && overwrite) {
+      bool unused = false;
+      EPIGEMM_RETURN_IF_ERROR(cpu_sgemm_overwrite(options_.engine, call.transa, call.transb, m,
+                                                  width, depth, a_block, lda, b_block, ldb,
+                                                  nullptr, acc, ld_acc, &unused));
+    } else {
+      EPIGEMM_RETURN_IF_ERROR(cpu_sgemm(options_.engine, call.transa, call.transb, m, width,
+                                        depth, call.alpha, a_block, lda, b_block, ldb,
+                                        p0 == 0 ? call.beta : 1.0f, acc, ld_acc));
+    }
   }
   return Status();
 }
@@ -266,10 +291,6 @@ Status CpuBackend::run(const GemmCall& call) {
     }
   }
 
-  // D = acc needs no pass of its own when D is fp32.
-  const bool needs_epilogue_pass =
-      !(call.d.dtype == EPIGEMM_DTYPE_F32 &&
-        (e == EPIGEMM_EPILOGUE_DEFAULT || e == EPIGEMM_EPILOGUE_BGRADB));
   const int64_t row_tasks = (m + kEpilogueRows - 1) / kEpilogueRows;
 
   for (int64_t j0 = 0; j0 < n; j0 += plan.panel_columns) {
@@ -284,8 +305,18 @@ Status CpuBackend::run(const GemmCall& call) {
       acc = reinterpret_cast<float*>(element(call.d, 0, j0));
       ld_acc = call.d.ld;
     }
-    EPIGEMM_RETURN_IF_ERROR(panel_product(call, plan, workspace, j0, width, acc, ld_acc));
-    if (!needs_epilogue_pass) continue;
+    bool bias_added = false;
+    EPIGEMM_RETURN_IF_ERROR(
+        panel_product(call, plan, workspace, j0, width, acc, ld_acc, bias, &bias_added));
+    // What is left once the GEMM has run: the bias may be in acc already, and D = acc needs no
+    // pass of its own when D is fp32.
+    epigemm_epilogue_t remaining = e;
+    if (bias_added && e == EPIGEMM_EPILOGUE_BIAS) remaining = EPIGEMM_EPILOGUE_DEFAULT;
+    if (bias_added && e == EPIGEMM_EPILOGUE_GELU_AUX_BIAS) remaining = EPIGEMM_EPILOGUE_GELU_AUX;
+    if (call.d.dtype == EPIGEMM_DTYPE_F32 && (remaining == EPIGEMM_EPILOGUE_DEFAULT ||
+                                              remaining == EPIGEMM_EPILOGUE_BGRADB)) {
+      continue;
+    }
 
 #pragma omp parallel for schedule(static) if (m * width >= kParallelElements)
     for (int64_t t = 0; t < row_tasks; ++t) {
@@ -305,7 +336,7 @@ Status CpuBackend::run(const GemmCall& call) {
         block.ld_aux = call.aux.ld;
       }
       if (e == EPIGEMM_EPILOGUE_DGELU_BGRAD) block.row_sums = sums + r0;
-      kernels_.apply(e, block);
+      kernels_.apply(remaining, block);
     }
   }
 

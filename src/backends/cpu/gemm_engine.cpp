@@ -78,4 +78,94 @@ Status cpu_sgemm(CpuGemmEngine engine, epigemm_op_t transa, epigemm_op_t transb,
   return EPIGEMM_BACKEND_ERROR("unknown GEMM engine");
 }
 
+#if defined(EPIGEMM_CPU_WITH_ONEDNN)
+namespace {
+
+// One CPU engine for the process (creating it queries the CPU once); streams are made per call.
+dnnl_engine_t onednn_engine() {
+  static dnnl_engine_t engine = [] {
+    dnnl_engine_t created = nullptr;
+    if (dnnl_engine_create(&created, dnnl_cpu, 0) != dnnl_success) return dnnl_engine_t(nullptr);
+    return created;
+  }();
+  return engine;
+}
+
+// Destroys the oneDNN objects of one call however it returns.
+struct OnednnObjects {
+  dnnl_primitive_desc_t pd = nullptr;
+  dnnl_primitive_t primitive = nullptr;
+  dnnl_stream_t stream = nullptr;
+  dnnl_memory_t memory[4] = {nullptr, nullptr, nullptr, nullptr};
+  ~OnednnObjects() {
+    for (dnnl_memory_t m : memory) {
+      if (m != nullptr) dnnl_memory_destroy(m);
+    }
+    if (stream != nullptr) dnnl_stream_destroy(stream);
+    if (primitive != nullptr) dnnl_primitive_destroy(primitive);
+    if (pd != nullptr) dnnl_primitive_desc_destroy(pd);
+  }
+};
+
+// As in cpu_sgemm, oneDNN sees the row-major C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m), with
+// strides read off each operand's transpose flag and leading dimension; the bias, one per i, is
+// one per column of C^T.
+Status onednn_matmul(epigemm_op_t transa, epigemm_op_t transb, int64_t m, int64_t n, int64_t k,
+                     const float* a, int64_t lda, const float* b, int64_t ldb, const float* bias,
+                     float* c, int64_t ldc) {
+  dnnl_engine_t engine = onednn_engine();
+  if (engine == nullptr) return EPIGEMM_BACKEND_ERROR("oneDNN could not create a CPU engine");
+  const dnnl_dims_t src_dims = {n, k}, weights_dims = {k, m}, dst_dims = {n, m}, bias_dims = {1, m};
+  const dnnl_dims_t src_strides = {transb == EPIGEMM_OP_N ? ldb : 1, transb == EPIGEMM_OP_N ? 1 : ldb};
+  const dnnl_dims_t weights_strides = {transa == EPIGEMM_OP_N ? lda : 1,
+                                       transa == EPIGEMM_OP_N ? 1 : lda};
+  const dnnl_dims_t dst_strides = {ldc, 1}, bias_strides = {m, 1};
+  dnnl_memory_desc_t src_md, weights_md, dst_md, bias_md;
+  OnednnObjects o;
+  dnnl_matmul_desc_t desc;
+  dnnl_status_t st = dnnl_memory_desc_init_by_strides(&src_md, 2, src_dims, dnnl_f32, src_strides);
+  if (st == dnnl_success) st = dnnl_memory_desc_init_by_strides(&weights_md, 2, weights_dims, dnnl_f32, weights_strides);
+  if (st == dnnl_success) st = dnnl_memory_desc_init_by_strides(&dst_md, 2, dst_dims, dnnl_f32, dst_strides);
+  if (st == dnnl_success) st = dnnl_memory_desc_init_by_strides(&bias_md, 2, bias_dims, dnnl_f32, bias_strides);
+  if (st == dnnl_success) st = dnnl_matmul_desc_init(&desc, &src_md, &weights_md, bias ? &bias_md : nullptr, &dst_md);
+  // The library keeps a cache of primitives: the panels of a call (and repeated calls) hit it.
+  if (st == dnnl_success) st = dnnl_primitive_desc_create(&o.pd, &desc, nullptr, engine, nullptr);
+  if (st == dnnl_success) st = dnnl_primitive_create(&o.primitive, o.pd);
+  if (st == dnnl_success) st = dnnl_stream_create(&o.stream, engine, dnnl_stream_default_flags);
+  if (st == dnnl_success) st = dnnl_memory_create(&o.memory[0], &src_md, engine, const_cast<float*>(b));
+  if (st == dnnl_success) st = dnnl_memory_create(&o.memory[1], &weights_md, engine, const_cast<float*>(a));
+  if (st == dnnl_success) st = dnnl_memory_create(&o.memory[2], &dst_md, engine, c);
+  if (st == dnnl_success && bias) st = dnnl_memory_create(&o.memory[3], &bias_md, engine, const_cast<float*>(bias));
+  if (st == dnnl_success) {
+    const dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, o.memory[0]},
+                                     {DNNL_ARG_WEIGHTS, o.memory[1]},
+                                     {DNNL_ARG_DST, o.memory[2]},
+                                     {DNNL_ARG_BIAS, o.memory[3]}};
+    st = dnnl_primitive_execute(o.primitive, o.stream, bias ? 4 : 3, args);
+  }
+  if (st == dnnl_success) st = dnnl_stream_wait(o.stream);
+  if (st != dnnl_success) {
+    return EPIGEMM_BACKEND_ERROR("oneDNN matmul returned status ", int(st), " for m = ", m,
+                                 ", n = ", n, ", k = ", k);
+  }
+  return Status();
+}
+
+}  // namespace
+#endif
+
+Status cpu_sgemm_overwrite(CpuGemmEngine engine, epigemm_op_t transa, epigemm_op_t transb,
+                           int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                           const float* b, int64_t ldb, const float* bias, float* c, int64_t ldc,
+                           bool* bias_added) {
+  *bias_added = false;
+#if defined(EPIGEMM_CPU_WITH_ONEDNN)
+  if (engine == CpuGemmEngine::onednn) {
+    *bias_added = bias != nullptr;
+    return onednn_matmul(transa, transb, m, n, k, a, lda, b, ldb, bias, c, ldc);
+  }
+#endif
+  return cpu_sgemm(engine, transa, transb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+}
+
 }  // namespace epigemm

@@ -29,4 +29,14 @@ Status cpu_sgemm(CpuGemmEngine engine, epigemm_op_t transa, epigemm_op_t transb,
                  int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
                  int64_t ldb, float beta, float* c, int64_t ldc);
 
+// C (m x n, column-major, ldc) = op(A) op(B) + bias[i] (bias: m floats, or nullptr for none):
+// alpha = 1, beta = 0, and C is never read (it may hold NaN). Needs m, n, k >= 1. oneDNN runs
+// its matmul primitive here, which adds the bias inside the GEMM and, unlike dnnl_sgemm with
+// beta = 0 (which computes 0 * C), does not read C; OpenBLAS runs cblas_sgemm with beta = 0
+// (which does not read C) and returns with *bias_added = false, leaving the bias to the caller.
+Status cpu_sgemm_overwrite(CpuGemmEngine engine, epigemm_op_t transa, epigemm_op_t transb,
+                           int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                           const float* b, int64_t ldb, const float* bias, float* c, int64_t ldc,
+                           bool* bias_added);
+
 }  // namespace epigemm
