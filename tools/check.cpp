@@ -36,30 +36,38 @@ const int64_t kAlignedSizes[] = {16, 32, 64, 128, 256};
 // stays within seconds on the reference backend.
 constexpr double kMaxMultiplyAdds = 3.0e6;
 
-// Elementwise tolerance by output dtype, on |out - ref| / (|ref| + rms(ref)): about two units
-// in the last place of a 16-bit type (a backend's fp32 sum may round to the neighbouring value),
-// and fp32 accumulation-order noise for f32.
-double tolerance(epigemm_dtype_t output_dtype) {
-  switch (output_dtype) {
-    case EPIGEMM_DTYPE_BF16: return 1.6e-2;
-    case EPIGEMM_DTYPE_F16: return 2e-3;
-    default: return 1e-5;
-  }
+// The rule of the test harness (tests/harness/check.cpp), restated here because the tool uses
+// only the public headers: keyed by the coarser of the computation's precision (the A/B dtype)
+// and the output's storage dtype, an output passes when every element has
+//   |out - ref| <= elementwise * (|ref| + max |ref|)
+// (the floor max |ref|: an element near 0 is a difference of large partial sums and carries
+// their absolute rounding error) and ||out - ref|| <= norm * ||ref||. 16-bit outputs may differ
+// by one unit in the last place where the fp32 value lies near a rounding boundary.
+struct Tolerance {
+  double elementwise;
+  double norm;
+};
+
+Tolerance tolerance(epigemm_dtype_t ab_dtype, epigemm_dtype_t output_dtype) {
+  const auto rank = [](epigemm_dtype_t t) { return t == EPIGEMM_DTYPE_F32 ? 0 : t == EPIGEMM_DTYPE_F16 ? 1 : 2; };
+  static const Tolerance kTable[] = {/* f32 */ {1e-5, 3e-6}, /* f16 */ {1e-2, 2e-3}, /* bf16 */ {1e-2, 5e-3}};
+  return kTable[std::max(rank(ab_dtype), rank(output_dtype))];
 }
 
 struct Comparison {
-  double error = 0.0;  // the largest elementwise error, as in tolerance()
-  bool unwritten = false;  // a NaN where the expected output has none (poison left, or a bad value)
+  double error = 0.0;       // max |out - ref| / (|ref| + max |ref|)
+  double norm_error = 0.0;  // ||out - ref|| / ||ref||
+  bool unwritten = false;   // a NaN where the expected output has none (poison left, or a bad value)
   bool padding_touched = false;
-  bool ok(epigemm_dtype_t dtype) const {
-    return !unwritten && !padding_touched && error <= tolerance(dtype);
+  bool ok(const Tolerance& t) const {
+    return !unwritten && !padding_touched && error <= t.elementwise && norm_error <= t.norm;
   }
 };
 
 void compare_values(const std::vector<float>& out, const std::vector<float>& ref, Comparison* c) {
-  double sum_squares = 0.0;
-  for (float r : ref) sum_squares += std::isfinite(r) ? double(r) * double(r) : 0.0;
-  const double rms = ref.empty() ? 0.0 : std::sqrt(sum_squares / double(ref.size()));
+  double largest = 0.0;
+  for (float r : ref) largest = std::isfinite(r) ? std::max(largest, double(std::fabs(r))) : largest;
+  double diff_squares = 0.0, ref_squares = 0.0;
   for (size_t i = 0; i < out.size(); ++i) {
     if (std::isnan(out[i]) && !std::isnan(ref[i])) {
       c->unwritten = true;
@@ -69,10 +77,14 @@ void compare_values(const std::vector<float>& out, const std::vector<float>& ref
       if (!(out[i] == ref[i] || (std::isnan(out[i]) && std::isnan(ref[i])))) c->unwritten = true;
       continue;
     }
-    const double scale = std::fabs(double(ref[i])) + rms;
-    const double e = scale > 0.0 ? std::fabs(double(out[i]) - double(ref[i])) / scale : std::fabs(double(out[i]));
-    c->error = std::max(c->error, e);
+    const double diff = std::fabs(double(out[i]) - double(ref[i]));
+    diff_squares += diff * diff;
+    ref_squares += double(ref[i]) * double(ref[i]);
+    const double scale = std::fabs(double(ref[i])) + largest;
+    // Where ref is all zeros (gemm_k = 0 and beta = 0) the output must be exactly zero.
+    c->error = std::max(c->error, scale > 0.0 ? diff / scale : (diff > 0.0 ? INFINITY : 0.0));
   }
+  c->norm_error = ref_squares > 0.0 ? std::sqrt(diff_squares / ref_squares) : (diff_squares > 0.0 ? INFINITY : 0.0);
 }
 
 Comparison compare(const HostMatrix& out, const HostMatrix& ref) {
@@ -245,7 +257,7 @@ std::string error_text(const Comparison& c) {
   if (c.unwritten) return "NaN/unwritten";
   if (c.padding_touched) return "ld pad written";
   char text[32];
-  std::snprintf(text, sizeof text, "%.1e", c.error);
+  std::snprintf(text, sizeof text, "%.1e/%.1e", c.error, c.norm_error);
   return text;
 }
 
@@ -297,11 +309,12 @@ int run_check(int argc, char** argv, int first) {
     for (const epigemm_backend_t b : tested) std::printf(" %s", epigemm_backend_name(b));
     std::printf("\n");
   }
-  std::printf("error = max |out - ref| / (|ref| + rms(ref)); tolerance f32 %.0e, f16 %.0e, bf16 %.1e\n\n",
-              tolerance(EPIGEMM_DTYPE_F32), tolerance(EPIGEMM_DTYPE_F16), tolerance(EPIGEMM_DTYPE_BF16));
-  std::printf("%4s  %-10s %-13s %-2s %-28s %4s %4s %4s %-3s %5s %4s  %-9s %-13s %s\n", "case", "backend",
+  std::printf("err = max |out - ref| / (|ref| + max |ref|) <= 1e-5 when A,B and the output are f32, else\n"
+              "<= 1e-2; norm = ||out - ref|| / ||ref|| <= 3e-6 (f32), 2e-3 (f16), 5e-3 (bf16), keyed by the\n"
+              "coarser of A,B and the output: the rule of the test harness\n\n");
+  std::printf("%4s  %-10s %-13s %-2s %-28s %4s %4s %4s %-3s %5s %4s  %-15s %-15s %s\n", "case", "backend",
               "epilogue", "op", "dtypes: A,B/D, epilogue's", "m", "n", "k", "ld", "alpha", "beta",
-              "err D", "err aux/bgrad", "result");
+              "err/norm D", "aux or bgrad", "result");
 
   std::unique_ptr<ComputeDevice> host = make_host_device();
   std::unique_ptr<ComputeDevice> gpu;
@@ -340,16 +353,16 @@ int run_check(int argc, char** argv, int first) {
         row_failed = true;
       } else {
         const Comparison d = compare(out.d, expected.d);
-        bool ok = d.ok(problem.d.dtype);
+        bool ok = d.ok(tolerance(problem.a.dtype, problem.d.dtype));
         d_error = error_text(d);
         if (epilogue_writes_aux(problem.epilogue)) {
           const Comparison a = compare(out.aux, expected.aux);
-          ok = ok && a.ok(problem.aux.dtype);
+          ok = ok && a.ok(tolerance(problem.a.dtype, problem.aux.dtype));
           extra_error = error_text(a);
         }
         if (epilogue_writes_bias_grad(problem.epilogue)) {
           const Comparison g = compare(out.bias_grad, expected.bias_grad);
-          ok = ok && g.ok(problem.bias_grad.dtype);
+          ok = ok && g.ok(tolerance(problem.a.dtype, problem.bias_grad.dtype));
           extra_error = error_text(g);
         }
         result = ok ? "pass" : "FAIL";
@@ -362,7 +375,7 @@ int run_check(int argc, char** argv, int first) {
       }
       if (failures_only && !row_failed) continue;
       const char op[3] = {problem.transa == EPIGEMM_OP_T ? 'T' : 'N', problem.transb == EPIGEMM_OP_T ? 'T' : 'N', 0};
-      std::printf("%4lld  %-10s %-13s %-2s %-28s %4lld %4lld %4lld %-3s %5g %4g  %-9s %-13s %s\n",
+      std::printf("%4lld  %-10s %-13s %-2s %-28s %4lld %4lld %4lld %-3s %5g %4g  %-15s %-15s %s\n",
                   (long long)index, epigemm_backend_name(backend), epigemm_epilogue_name(problem.epilogue),
                   op, dtype_text(problem).c_str(), (long long)problem.gemm_m, (long long)problem.gemm_n,
                   (long long)problem.gemm_k, padded ? "pad" : "-", double(problem.alpha),
