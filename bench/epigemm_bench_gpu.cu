@@ -148,6 +148,40 @@ double median_ms(const Timing& t, cudaStream_t stream, const std::function<void(
   return ms[ms.size() / 2];
 }
 
+// Median milliseconds of each fn over t.reps rounds; in every round each fn runs once, in turn,
+// between its own two events. Interleaving puts every variant under the same clocks and
+// temperature, so their ratios do not drift with the card's state during the run.
+std::vector<double> interleaved_median_ms(const Timing& t, cudaStream_t stream,
+                                          const std::vector<std::function<void(int)>>& fns) {
+  for (int i = 0; i < t.warmup; ++i) {
+    for (const auto& fn : fns) fn(i);
+  }
+  const size_t n = fns.size();
+  std::vector<cudaEvent_t> events(2 * n * size_t(t.reps));
+  for (auto& e : events) CUDA_OK(cudaEventCreate(&e));
+  for (int i = 0; i < t.reps; ++i) {
+    for (size_t v = 0; v < n; ++v) {
+      CUDA_OK(cudaEventRecord(events[2 * (size_t(i) * n + v)], stream));
+      fns[v](t.warmup + i);
+      CUDA_OK(cudaEventRecord(events[2 * (size_t(i) * n + v) + 1], stream));
+    }
+  }
+  CUDA_OK(cudaStreamSynchronize(stream));
+  std::vector<double> medians(n);
+  for (size_t v = 0; v < n; ++v) {
+    std::vector<double> ms(size_t(t.reps));
+    for (int i = 0; i < t.reps; ++i) {
+      float value = 0;
+      CUDA_OK(cudaEventElapsedTime(&value, events[2 * (size_t(i) * n + v)], events[2 * (size_t(i) * n + v) + 1]));
+      ms[size_t(i)] = value;
+    }
+    std::sort(ms.begin(), ms.end());
+    medians[v] = ms[ms.size() / 2];
+  }
+  for (auto& e : events) cudaEventDestroy(e);
+  return medians;
+}
+
 // ---- the cases -------------------------------------------------------------------------------
 
 struct Shape {
@@ -533,19 +567,21 @@ int main(int argc, char** argv) {
                                int(g.k), &alpha, g.a, CUDA_R_16BF, int(g.lda), g.b, CUDA_R_16BF, int(g.ldb),
                                &beta, out, out_type, int(ldo), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
       };
-      const double floor_ms = median_ms(timing, stream, [&](int rep) {
+      auto run_floor = [&](int rep) {
         const GemmShape g = gemm_shape(s, p, tsets[size_t(rep % sets)]);
         plain_gemm(g, g.d, CUDA_R_16BF, g.ldd);
-      });
-      const double tflops = 2.0 * double(g0.m) * double(g0.n) * double(g0.k) / (floor_ms * 1e-3) / 1e12;
-      rows.push_back({sname, pass_name(p), "-", "floor", floor_ms, 1.0, NAN, tflops, "TFLOP/s in bandwidth column"});
-      rows.back().bandwidth = tflops;
-      const double floor32_ms = median_ms(timing, stream, [&](int rep) {
-        const TensorSet& t = tsets[size_t(rep % sets)];
-        const GemmShape g = gemm_shape(s, p, t);
-        plain_gemm(g, t.acc_f32->ptr, CUDA_R_32F, g.m);
-      });
-      rows.push_back({sname, pass_name(p), "-", "floor_f32out", floor32_ms, floor32_ms / floor_ms, NAN, NAN, ""});
+      };
+      const std::vector<double> floors = interleaved_median_ms(
+          timing, stream,
+          {run_floor, [&](int rep) {
+             const TensorSet& t = tsets[size_t(rep % sets)];
+             const GemmShape g = gemm_shape(s, p, t);
+             plain_gemm(g, t.acc_f32->ptr, CUDA_R_32F, g.m);
+           }});
+      const double pass_floor_ms = floors[0];
+      const double tflops = 2.0 * double(g0.m) * double(g0.n) * double(g0.k) / (pass_floor_ms * 1e-3) / 1e12;
+      rows.push_back({sname, pass_name(p), "-", "floor", pass_floor_ms, 1.0, NAN, tflops, ""});
+      rows.push_back({sname, pass_name(p), "-", "floor_f32out", floors[1], floors[1] / pass_floor_ms, NAN, NAN, ""});
 
       for (epigemm_epilogue_t e : pass_epilogues(p)) {
         const char* ename = epigemm_epilogue_name(e);
@@ -613,29 +649,37 @@ int main(int argc, char** argv) {
         }
 
         const double fb = epilogue_floor_bytes(e, g0.m, g0.n, g0.k);
-        const double cuda_ms = median_ms(timing, stream, run_cuda);
-        rows.push_back({sname, pass_name(p), ename, "cuda", cuda_ms, cuda_ms / floor_ms, fb, NAN, check});
+        // floor, cuda, then the others, interleaved; every ratio is to the floor of this loop.
+        std::vector<std::function<void(int)>> fns = {run_floor, run_cuda};
+        std::vector<std::string> names = {"floor", "cuda"};
         if (lt_ok) {
-          const double lt_ms = median_ms(timing, stream, [&](int rep) {
+          fns.push_back([&](int rep) {
             const int r = rep % sets;
             lt_run(lt, calls[size_t(r)], *lts[size_t(r)], lt_ws.ptr, stream);
           });
-          rows.push_back({sname, pass_name(p), ename, "lt_fused", lt_ms, lt_ms / floor_ms, fb, NAN, check});
-        } else {
-          rows.push_back({sname, pass_name(p), ename, "lt_fused", NAN, NAN, fb, NAN, "no cuBLASLt algorithm"});
+          names.push_back("lt_fused");
         }
         if (e != EPIGEMM_EPILOGUE_DEFAULT && e != EPIGEMM_EPILOGUE_BGRADB) {
-          const double ms = median_ms(timing, stream, [&](int rep) {
+          fns.push_back([&](int rep) {
             if (!inplace_backend->run(calls[size_t(rep % sets)]).ok()) die("cuda_inplace run failed");
           });
-          rows.push_back({sname, pass_name(p), ename, "cuda_inplace", ms, ms / floor_ms, fb, NAN, ""});
+          names.push_back("cuda_inplace");
         }
         if (e == EPIGEMM_EPILOGUE_BGRADB) {
-          const double ms = median_ms(timing, stream, [&](int rep) {
+          fns.push_back([&](int rep) {
             if (!concurrent_backend->run(calls[size_t(rep % sets)]).ok()) die("cuda_concurrent run failed");
           });
-          rows.push_back({sname, pass_name(p), ename, "cuda_concurrent", ms, ms / floor_ms, fb, NAN, ""});
+          names.push_back("cuda_concurrent");
         }
+        const std::vector<double> medians = interleaved_median_ms(timing, stream, fns);
+        const double floor_ms = medians[0];
+        const double cuda_ms = medians[1];
+        rows.push_back({sname, pass_name(p), ename, "case_floor", floor_ms, 1.0, NAN, NAN, ""});
+        for (size_t v = 1; v < names.size(); ++v) {
+          rows.push_back({sname, pass_name(p), ename, names[v], medians[v], medians[v] / floor_ms, fb, NAN,
+                          names[v] == "cuda" || names[v] == "lt_fused" ? check : ""});
+        }
+        if (!lt_ok) rows.push_back({sname, pass_name(p), ename, "lt_fused", NAN, NAN, fb, NAN, "no cuBLASLt algorithm"});
 
         // The epilogue kernel alone, from the fp32 intermediate and from bf16 acc.
         if (e != EPIGEMM_EPILOGUE_DEFAULT) {
@@ -681,18 +725,34 @@ int main(int argc, char** argv) {
             if (!acc_f32 && op == epigemm::cuda::TileOp::row_sums) continue;
             const epigemm::GemmCall& c0 = calls[0];
             void* sums = c0.has_bias_grad ? c0.bias_grad.data : nullptr;
-            const double ms = median_ms(timing, stream, [&](int rep) {
-              const int r = rep % sets;
-              const TileArgs a = args_for(r);
-              if (!epigemm::cuda::launch_tile_kernel(tuning, op, a, sums, EPIGEMM_DTYPE_BF16, stream).ok()) {
-                die("kernel launch failed");
-              }
-            });
             const TileArgs a0 = args_for(0);
+            const bool vector = epigemm::cuda::tile_vector_path(op, a0);
+            // Every vector configuration, interleaved; "kernel" is the one the backend uses.
+            const int configs = vector ? epigemm::cuda::kTileConfigCount : 1;
+            std::vector<std::function<void(int)>> kernel_fns;
+            for (int config = 0; config < configs; ++config) {
+              kernel_fns.push_back([&, config](int rep) {
+                epigemm::cuda::KernelTuning tuned = tuning;
+                tuned.vector_config[int(op)] = config;
+                const TileArgs a = args_for(rep % sets);
+                if (!epigemm::cuda::launch_tile_kernel(tuned, op, a, sums, EPIGEMM_DTYPE_BF16, stream).ok()) {
+                  die("kernel launch failed");
+                }
+              });
+            }
+            const std::vector<double> kernel_ms = interleaved_median_ms(timing, stream, kernel_fns);
             const double bytes = kernel_bytes(op, a0.rows, a0.cols, acc_f32 ? 4.0 : 2.0);
-            const double tbps = bytes / (ms * 1e-3) / 1e12;
-            rows.push_back({sname, pass_name(p), ename, acc_f32 ? "kernel" : "kernel_bf16acc", ms, ms / floor_ms, bytes, tbps,
-                            epigemm::cuda::tile_vector_path(op, a0) ? "vector path" : "scalar path"});
+            const int used = vector ? tuning.vector_config[int(op)] : 0;
+            for (int config = 0; config < configs; ++config) {
+              const double ms = kernel_ms[size_t(config)];
+              const double tbps = bytes / (ms * 1e-3) / 1e12;
+              std::string variant = acc_f32 ? "kernel" : "kernel_bf16acc";
+              if (config != used) variant += "_config" + std::to_string(config);
+              std::string note = vector ? "vector path, batch " + std::to_string(epigemm::cuda::kTileConfigs[config].batch) +
+                                              ", min blocks " + std::to_string(epigemm::cuda::kTileConfigs[config].min_blocks)
+                                        : std::string("scalar path");
+              rows.push_back({sname, pass_name(p), ename, variant, ms, ms / pass_floor_ms, bytes, tbps, note});
+            }
           }
         }
         for (auto& a : apis) epigemm_gemm_desc_destroy(a.desc);
@@ -738,7 +798,7 @@ int main(int argc, char** argv) {
   for (const Row& r : rows) {
     if (r.variant != "cuda") continue;
     const std::string key = r.shape + "|" + r.pass + "|" + r.epilogue + "|";
-    const double floor_ms = floor_of[r.shape + "|" + r.pass];
+    const double floor_ms = by_key.count(key + "case_floor") ? by_key[key + "case_floor"]->ms : floor_of[r.shape + "|" + r.pass];
     const Row* lt_row = by_key.count(key + "lt_fused") ? by_key[key + "lt_fused"] : nullptr;
     const Row* inplace = by_key.count(key + "cuda_inplace") ? by_key[key + "cuda_inplace"] : nullptr;
     const Row* conc = by_key.count(key + "cuda_concurrent") ? by_key[key + "cuda_concurrent"] : nullptr;
@@ -778,11 +838,20 @@ int main(int argc, char** argv) {
     std::printf("%-18s %-6s %-14s %8s %8s %8s\n", s.shape.c_str(), s.pass.c_str(), s.epilogue.c_str(),
                 fmt(s.cuda_x).c_str(), fmt(s.limit).c_str(), fmt(s.lt_over_cuda).c_str());
   }
-  std::printf("%-18s %-6s %-14s %8s %8s\n", "shape", "pass", "kernel", "TB/s", "of copy");
+  std::printf("%-18s %-6s %-14s %8s %8s %s\n", "shape", "pass", "kernel", "TB/s", "of copy",
+              "best configuration (of copy)");
   for (const Row& r : rows) {
     if (r.variant != "kernel") continue;
-    std::printf("%-18s %-6s %-14s %8s %8s\n", r.shape.c_str(), r.pass.c_str(), r.epilogue.c_str(),
-                fmt(r.bandwidth).c_str(), fmt(r.bandwidth / copy_tbps).c_str());
+    const Row* best = &r;
+    for (const Row& other : rows) {
+      if (other.shape == r.shape && other.pass == r.pass && other.epilogue == r.epilogue &&
+          other.variant.rfind("kernel_config", 0) == 0 && other.ms < best->ms) {
+        best = &other;
+      }
+    }
+    std::printf("%-18s %-6s %-14s %8s %8s %s (%s)\n", r.shape.c_str(), r.pass.c_str(), r.epilogue.c_str(),
+                fmt(r.bandwidth).c_str(), fmt(r.bandwidth / copy_tbps).c_str(),
+                best == &r ? "this" : best->variant.c_str(), fmt(best->bandwidth / copy_tbps).c_str());
   }
   epigemm_context_destroy(ctx);
   cublasLtDestroy(lt);

@@ -18,9 +18,8 @@ constexpr int kThreadsX = 32;                     // threads along rows
 constexpr int kThreadsY = 8;                      // threads along columns
 constexpr int kRowsPerThread = 8;                 // one 16-byte bf16/fp16 vector
 constexpr int kRowsPerTile = kThreadsX * kRowsPerThread;  // 256
-// Columns a thread loads before it computes and stores: two independent loads per operand in
-// flight per thread, enough at the occupancy these kernels reach (see docs/cuda_backend.md).
-constexpr int kColumnBatch = 2;
+// The scalar path: two columns loaded before they are computed and stored, no register cap.
+constexpr int kScalarBatch = 2;
 
 // ---- loads and stores of 8 values (vector path) or 1 value (scalar path), any dtype --------
 
@@ -159,8 +158,10 @@ __device__ __forceinline__ void store_rows(void* base, epigemm_dtype_t dtype, in
 
 // grid: (ceil(rows / 256), column_chunks); block: 32 x 8. Block (bx, by) owns rows
 // [256 bx, 256 bx + 256) and columns [by * columns_per_chunk, ... + columns_per_chunk).
-template <TileOp kOp, bool kVector>
-__global__ void __launch_bounds__(kThreadsX * kThreadsY)
+// kBatch columns are loaded before any is computed (loads in flight per thread); kMinBlocks caps
+// the registers so that that many blocks fit on a multiprocessor (warps in flight per SM).
+template <TileOp kOp, bool kVector, int kBatch, int kMinBlocks>
+__global__ void __launch_bounds__(kThreadsX * kThreadsY, kMinBlocks)
     tile_kernel(TileArgs args, int64_t columns_per_chunk) {
   const int64_t tile_row0 = int64_t(blockIdx.x) * kRowsPerTile;
   const int64_t rows = args.rows;
@@ -174,12 +175,12 @@ __global__ void __launch_bounds__(kThreadsX * kThreadsY)
   const int64_t column_begin = int64_t(blockIdx.y) * columns_per_chunk;
   const int64_t column_end = min(args.cols, column_begin + columns_per_chunk);
   for (int64_t j0 = column_begin + threadIdx.y; j0 < column_end;
-       j0 += int64_t(kThreadsY) * kColumnBatch) {
+       j0 += int64_t(kThreadsY) * kBatch) {
     // All loads of the batch first, so that they are in flight together.
-    float acc[kColumnBatch][kRowsPerThread];
-    float aux[kColumnBatch][kRowsPerThread];
+    float acc[kBatch][kRowsPerThread];
+    float aux[kBatch][kRowsPerThread];
 #pragma unroll
-    for (int c = 0; c < kColumnBatch; ++c) {
+    for (int c = 0; c < kBatch; ++c) {
       const int64_t j = j0 + int64_t(kThreadsY) * c;
       if (j < column_end) {
         load_rows<kVector>(args.acc, args.acc_dtype, args.ld_acc, tile_row0, rows, j, acc[c]);
@@ -189,7 +190,7 @@ __global__ void __launch_bounds__(kThreadsX * kThreadsY)
       }
     }
 #pragma unroll
-    for (int c = 0; c < kColumnBatch; ++c) {
+    for (int c = 0; c < kBatch; ++c) {
       const int64_t j = j0 + int64_t(kThreadsY) * c;
       if (j >= column_end) break;
       float out[kRowsPerThread];
@@ -241,14 +242,29 @@ __global__ void __launch_bounds__(kThreadsX * kThreadsY)
   }
 }
 
-// out[i] = sum over chunks c (in order) of partials[c * rows + i].
-__global__ void finish_row_sums_kernel(const float* partials, int64_t chunks, int64_t rows,
-                                       void* out, epigemm_dtype_t out_dtype) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= rows) return;
+// out[i] = sum over chunks c of partials[c * rows + i]. A block of 32 x 8 threads owns 32 rows;
+// thread (x, y) adds chunks y, y + 8, y + 16, ... of row x in that order (8 loads in flight per
+// row instead of one chain), then the 8 sums of a row are added in y order: a fixed order, so
+// the result does not depend on timing.
+constexpr int kFinishRows = 32;
+constexpr int kFinishLanes = 8;
+__global__ void __launch_bounds__(kFinishRows * kFinishLanes)
+    finish_row_sums_kernel(const float* partials, int64_t chunks, int64_t rows, void* out,
+                           epigemm_dtype_t out_dtype) {
+  const int64_t i = int64_t(blockIdx.x) * kFinishRows + threadIdx.x;
   float total = 0.0f;
-  for (int64_t c = 0; c < chunks; ++c) total += partials[c * rows + i];
-  store1(out, out_dtype, i, total);
+  if (i < rows) {
+    for (int64_t c = threadIdx.y; c < chunks; c += kFinishLanes) total += partials[c * rows + i];
+  }
+  __shared__ float lane_sums[kFinishLanes][kFinishRows];
+  lane_sums[threadIdx.y][threadIdx.x] = total;
+  __syncthreads();
+  if (threadIdx.y == 0 && i < rows) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int y = 0; y < kFinishLanes; ++y) sum += lane_sums[y][threadIdx.x];
+    store1(out, out_dtype, i, sum);
+  }
 }
 
 constexpr int kColumnSumThreads = 256;
@@ -295,29 +311,33 @@ Status check_launch(const char* what) {
   return Status();
 }
 
-template <TileOp kOp, bool kVector>
-const void* tile_kernel_address() {
-  return reinterpret_cast<const void*>(&tile_kernel<kOp, kVector>);
+template <TileOp kOp, int kConfig>
+const void* vector_kernel() {
+  return reinterpret_cast<const void*>(
+      &tile_kernel<kOp, true, kTileConfigs[kConfig].batch, kTileConfigs[kConfig].min_blocks>);
 }
 
-const void* tile_kernel_for(TileOp op, bool vector) {
+template <TileOp kOp>
+const void* kernel_of(bool vector, int config) {
+  if (!vector) return reinterpret_cast<const void*>(&tile_kernel<kOp, false, kScalarBatch, 1>);
+  static_assert(kTileConfigCount == 5, "one case per configuration");
+  switch (config) {
+    case 0: return vector_kernel<kOp, 0>();
+    case 1: return vector_kernel<kOp, 1>();
+    case 2: return vector_kernel<kOp, 2>();
+    case 3: return vector_kernel<kOp, 3>();
+    default: return vector_kernel<kOp, 4>();
+  }
+}
+
+const void* tile_kernel_for(TileOp op, bool vector, int config) {
   switch (op) {
-    case TileOp::bias:
-      return vector ? tile_kernel_address<TileOp::bias, true>() : tile_kernel_address<TileOp::bias, false>();
-    case TileOp::gelu_aux:
-      return vector ? tile_kernel_address<TileOp::gelu_aux, true>()
-                    : tile_kernel_address<TileOp::gelu_aux, false>();
-    case TileOp::gelu_aux_bias:
-      return vector ? tile_kernel_address<TileOp::gelu_aux_bias, true>()
-                    : tile_kernel_address<TileOp::gelu_aux_bias, false>();
-    case TileOp::dgelu:
-      return vector ? tile_kernel_address<TileOp::dgelu, true>() : tile_kernel_address<TileOp::dgelu, false>();
-    case TileOp::dgelu_bgrad:
-      return vector ? tile_kernel_address<TileOp::dgelu_bgrad, true>()
-                    : tile_kernel_address<TileOp::dgelu_bgrad, false>();
-    case TileOp::row_sums:
-      return vector ? tile_kernel_address<TileOp::row_sums, true>()
-                    : tile_kernel_address<TileOp::row_sums, false>();
+    case TileOp::bias: return kernel_of<TileOp::bias>(vector, config);
+    case TileOp::gelu_aux: return kernel_of<TileOp::gelu_aux>(vector, config);
+    case TileOp::gelu_aux_bias: return kernel_of<TileOp::gelu_aux_bias>(vector, config);
+    case TileOp::dgelu: return kernel_of<TileOp::dgelu>(vector, config);
+    case TileOp::dgelu_bgrad: return kernel_of<TileOp::dgelu_bgrad>(vector, config);
+    case TileOp::row_sums: return kernel_of<TileOp::row_sums>(vector, config);
   }
   return nullptr;
 }
@@ -344,8 +364,9 @@ TilePlan plan_tiles(int64_t rows, int64_t cols, int64_t target_blocks) {
   return plan;
 }
 
-int64_t target_blocks(const KernelTuning& tuning, TileOp op, bool vector) {
-  const int per_sm = std::max(1, tuning.blocks_per_sm[int(op)][vector ? 1 : 0]);
+// Blocks that fill the device once with the kernel a launch uses.
+int64_t target_blocks(const KernelTuning& tuning, TileOp op, bool vector, int config) {
+  const int per_sm = std::max(1, tuning.blocks_per_sm[int(op)][vector ? 1 + config : 0]);
   return int64_t(tuning.sm_count) * per_sm;
 }
 
@@ -361,10 +382,11 @@ Status query_kernel_tuning(KernelTuning* tuning) {
   }
   if (err != cudaSuccess) return EPIGEMM_BACKEND_ERROR("reading the device: ", cudaGetErrorString(err));
   for (int op = 0; op < kTileOpCount; ++op) {
-    for (int vector = 0; vector < 2; ++vector) {
+    tuning->vector_config[op] = kDefaultVectorConfig[op];
+    for (int kernel = 0; kernel <= kTileConfigCount; ++kernel) {  // 0: scalar, 1 + c: vector c
       err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &tuning->blocks_per_sm[op][vector], tile_kernel_for(TileOp(op), vector != 0),
-          kThreadsX * kThreadsY, 0);
+          &tuning->blocks_per_sm[op][kernel],
+          tile_kernel_for(TileOp(op), kernel > 0, kernel > 0 ? kernel - 1 : 0), kThreadsX * kThreadsY, 0);
       if (err != cudaSuccess) {
         return EPIGEMM_BACKEND_ERROR("the epilogue kernels cannot run on this device: ",
                                      cudaGetErrorString(err));
@@ -388,30 +410,35 @@ bool tile_vector_path(TileOp op, const TileArgs& args) {
 
 int64_t row_partial_elements(const KernelTuning& tuning, TileOp op, int64_t rows, int64_t cols) {
   if (!op_sums_rows(op) || rows == 0 || cols == 0) return 0;
-  // More target blocks never means fewer chunks, so the larger target bounds both paths.
-  const int64_t target = std::max(target_blocks(tuning, op, true), target_blocks(tuning, op, false));
+  // More target blocks never means fewer chunks, so the largest target bounds every kernel (the
+  // workspace is sized before the pointers, hence the path, are known).
+  int64_t target = target_blocks(tuning, op, false, 0);
+  for (int config = 0; config < kTileConfigCount; ++config) {
+    target = std::max(target, target_blocks(tuning, op, true, config));
+  }
   return plan_tiles(rows, cols, target).column_chunks * rows;
 }
 
 Status launch_tile_kernel(const KernelTuning& tuning, TileOp op, const TileArgs& args,
                           void* row_sums_out, epigemm_dtype_t row_sums_dtype, cudaStream_t stream) {
   const bool vector = tile_vector_path(op, args);
-  const TilePlan plan = plan_tiles(args.rows, args.cols, target_blocks(tuning, op, vector));
+  const int config = tuning.vector_config[int(op)];
+  const TilePlan plan = plan_tiles(args.rows, args.cols, target_blocks(tuning, op, vector, config));
   const dim3 grid(unsigned(plan.row_tiles), unsigned(plan.column_chunks));
   const dim3 block(kThreadsX, kThreadsY);
   int64_t per_chunk = plan.columns_per_chunk;
   TileArgs kernel_args = args;
   void* params[] = {&kernel_args, &per_chunk};
   const cudaError_t err =
-      cudaLaunchKernel(tile_kernel_for(op, vector), grid, block, params, 0, stream);
+      cudaLaunchKernel(tile_kernel_for(op, vector, config), grid, block, params, 0, stream);
   if (err != cudaSuccess) {
     return EPIGEMM_BACKEND_ERROR("tile epilogue kernel failed to launch: ", cudaGetErrorString(err));
   }
   EPIGEMM_RETURN_IF_ERROR(check_launch("tile epilogue kernel"));
   if (op_sums_rows(op)) {
-    const int threads = 256;
-    finish_row_sums_kernel<<<unsigned(ceil_div(args.rows, threads)), threads, 0, stream>>>(
-        args.row_partials, plan.column_chunks, args.rows, row_sums_out, row_sums_dtype);
+    finish_row_sums_kernel<<<unsigned(ceil_div(args.rows, kFinishRows)), dim3(kFinishRows, kFinishLanes), 0,
+                             stream>>>(args.row_partials, plan.column_chunks, args.rows, row_sums_out,
+                                       row_sums_dtype);
     EPIGEMM_RETURN_IF_ERROR(check_launch("finish_row_sums_kernel"));
   }
   return Status();

@@ -53,11 +53,27 @@ struct TileArgs {
   float* row_partials = nullptr;  // dgelu_bgrad, row_sums: [column_chunks x rows] fp32
 };
 
+// Launch configurations of the vector path: columns loaded per thread before computing (bytes
+// in flight per thread) and the blocks per multiprocessor the register cap guarantees (warps in
+// flight). Chosen per op by measurement (docs/cuda_backend.md, bench/epigemm_bench_gpu).
+struct TileConfig {
+  int batch;
+  int min_blocks;
+};
+constexpr int kTileConfigCount = 5;
+constexpr TileConfig kTileConfigs[kTileConfigCount] = {{2, 1}, {4, 2}, {2, 4}, {8, 2}, {4, 4}};
+// The configuration each op uses, indexed by TileOp.
+constexpr int kDefaultVectorConfig[kTileOpCount] = {1, 1, 1, 1, 1, 3};
+
 // Per-device launch facts, read once when the backend is created.
 struct KernelTuning {
   int sm_count = 0;
-  // Resident blocks per multiprocessor of each tile kernel, [op][vector path ? 1 : 0].
-  int blocks_per_sm[kTileOpCount][2] = {};
+  // Resident blocks per multiprocessor of each tile kernel: [op][0] the scalar path,
+  // [op][1 + c] the vector path in configuration c.
+  int blocks_per_sm[kTileOpCount][kTileConfigCount + 1] = {};
+  // The vector configuration launch_tile_kernel uses per op (kDefaultVectorConfig; the benchmark
+  // changes it to measure the others).
+  int vector_config[kTileOpCount] = {};
 };
 
 // Reads the device's multiprocessor count and each tile kernel's occupancy. Fails (with CUDA's
