@@ -63,6 +63,7 @@ struct Options {
   std::string out = "bench/results";
   double rotation_mb = 512;
   bool variants = true;
+  std::vector<int64_t> panel_widths;  // extra cpu[panel=W] variants
   std::string passes = "fprop,dgrad,wgrad";
 };
 
@@ -71,7 +72,7 @@ struct Options {
                "epigemm_bench_cpu: %s\n"
                "usage: epigemm_bench_cpu [--shapes t,i,o;t,i,o...] [--reps N] [--warmup N]\n"
                "                         [--out DIR] [--rotation-mb MB] [--passes fprop,dgrad,wgrad]\n"
-               "                         [--no-variants]\n",
+               "                         [--no-variants] [--panels W,W...]\n",
                message);
   std::exit(2);
 }
@@ -105,6 +106,10 @@ Options parse(int argc, char** argv) {
       o.rotation_mb = std::atof(value().c_str());
     } else if (arg == "--passes") {
       o.passes = value();
+    } else if (arg == "--panels") {
+      std::stringstream all(value());
+      std::string one;
+      while (std::getline(all, one, ',')) o.panel_widths.push_back(std::atol(one.c_str()));
     } else if (arg == "--no-variants") {
       o.variants = false;
     } else {
@@ -428,6 +433,18 @@ int main(int argc, char** argv) {
   epigemm::CpuBackendOptions openblas_options;
   openblas_options.engine = epigemm::CpuGemmEngine::openblas;
   auto on_openblas = epigemm::create_cpu_backend(openblas_options);
+  struct Variant {
+    std::string name;
+    std::unique_ptr<epigemm::Backend> backend;
+  };
+  std::vector<Variant> variants;
+  variants.push_back({"cpu[unfused]", std::move(unfused)});
+  variants.push_back({"cpu[openblas]", std::move(on_openblas)});
+  for (int64_t w : opt.panel_widths) {
+    epigemm::CpuBackendOptions o;
+    o.panel_columns = w;
+    variants.push_back({"cpu[panel=" + std::to_string(w) + "]", epigemm::create_cpu_backend(o)});
+  }
 
   epigemm_bench::ResultTable table;
   epigemm_bench::SteadyClockTimer timer;
@@ -512,20 +529,19 @@ int main(int argc, char** argv) {
 
       // Variants of the backend on the full epilogue.
       if (opt.variants) {
-        for (auto* variant : {&unfused, &on_openblas}) {
+        for (Variant& variant : variants) {
           auto fn = [&](int s) {
             GemmCall c = full_calls[size_t(s)];
             c.backend = EPIGEMM_BACKEND_CPU;
-            const size_t bytes = (*variant)->workspace_bytes(c);
+            const size_t bytes = variant.backend->workspace_bytes(c);
             c.workspace = workspace.data();
             c.workspace_bytes = bytes;
             if (bytes > ws_bytes) std::exit(1);
-            const epigemm::Status st = (*variant)->run(c);
+            const epigemm::Status st = variant.backend->run(c);
             if (!st.ok()) std::fprintf(stderr, "%s\n", st.message().c_str());
           };
           fn(0);
-          add(row(variant == &unfused ? "cpu[unfused]" : "cpu[openblas]", epigemm_epilogue_name(full)),
-              false, fn, check(full_calls[0], full, true));
+          add(row(variant.name, epigemm_epilogue_name(full)), false, fn, check(full_calls[0], full, true));
         }
       }
 
