@@ -232,6 +232,100 @@ DemoConfig parse_config(Options& options, epigemm::Handle& handle) {
   return config;
 }
 
+// The first step again, on host copies of its inputs (initial weights, batch 0), with every call
+// forced to the reference backend; prints and judges max |g - g_ref| / max |g_ref| per tensor.
+bool check_against_reference(const DemoConfig& config, const Dataset& data, const MlpTensors& initial,
+                             const MlpTensors& gradients, bool demo_ran_on_reference) {
+  epigemm::Handle reference_handle;
+  reference_handle.set_backend(EPIGEMM_BACKEND_REFERENCE);
+  std::unique_ptr<ComputeDevice> host = make_host_device();
+  TwoLayerMlp reference_mlp(*host, reference_handle, config.shape, config.dtype, config.dgrad_epilogue);
+  reference_mlp.set_parameters(initial);
+  DeviceBuffer reference_loss(*host, EPIGEMM_DTYPE_F32, 1);
+  reference_mlp.forward(data.x_bytes.data());
+  reference_mlp.loss_and_gradient(data.target.data(), reference_loss.f32());
+  reference_mlp.backward(data.x_bytes.data());
+  const MlpTensors reference = reference_mlp.download_gradients();
+
+  const double threshold = reference_threshold(config.dtype);
+  std::printf("  vs the reference backend (max |g - g_ref| / max |g_ref|, threshold %g):\n", threshold);
+  const struct {
+    const char* name;
+    const std::vector<float>& value;
+    const std::vector<float>& reference;
+  } tensors[] = {{"dW1", gradients.w1, reference.w1},
+                 {"db1", gradients.b1, reference.b1},
+                 {"dW2", gradients.w2, reference.w2},
+                 {"db2", gradients.b2, reference.b2}};
+  bool all_ok = true;
+  for (const auto& t : tensors) {
+    const double error = scaled_max_error(t.value, t.reference);
+    const bool ok = error <= threshold;
+    all_ok = all_ok && ok;
+    std::printf("    %-4s %-8s %.3e  %s\n", t.name,
+                ("[" + std::to_string(t.value.size()) + "]").c_str(), error, ok ? "PASS" : "FAIL");
+  }
+  if (demo_ran_on_reference) {
+    std::printf("    (the demo itself ran on the reference backend, so these agree by construction;\n"
+                "     the finite-difference check below is the independent one)\n");
+  }
+  return all_ok;
+}
+
+// Central differences of the loss in double (mlp_loss, independent of the library) along one
+// random direction v over all parameters, against <g, v>. The loss is evaluated on the weights
+// the GEMMs read (bf16-rounded in bf16 mode) and batch 0; the error is relative to |g| (the
+// spread of <g, v> over directions).
+bool check_against_finite_differences(const DemoConfig& config, const Dataset& data,
+                                      const MlpTensors& initial, const MlpTensors& gradients) {
+  const MlpShape& s = config.shape;
+  Random direction_random(config.seed ^ 0x5eedf00dull);
+  const auto as_read_by_gemm = [&](const std::vector<float>& v) {
+    std::vector<double> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = double(round_to(config.dtype, v[i]));
+    return out;
+  };
+  std::vector<double> w1 = as_read_by_gemm(initial.w1), w2 = as_read_by_gemm(initial.w2);
+  std::vector<double> b1(initial.b1.begin(), initial.b1.end()), b2(initial.b2.begin(), initial.b2.end());
+  const std::vector<double> x(data.x.begin(), data.x.begin() + s.tokens * s.in_features);
+  const std::vector<double> target(data.target.begin(), data.target.begin() + s.tokens * s.out_features);
+  std::vector<double*> parameters;
+  std::vector<double> direction;
+  std::vector<float> gradient;
+  const auto add = [&](std::vector<double>& p, const std::vector<float>& g) {
+    for (size_t i = 0; i < p.size(); ++i) {
+      parameters.push_back(&p[i]);
+      direction.push_back(direction_random.normal());
+      gradient.push_back(g[i]);
+    }
+  };
+  add(w1, gradients.w1);
+  add(b1, gradients.b1);
+  add(w2, gradients.w2);
+  add(b2, gradients.b2);
+  const double epsilon = 1e-4;
+  const auto shifted_loss = [&](double sign) {
+    for (size_t i = 0; i < parameters.size(); ++i) *parameters[i] += sign * epsilon * direction[i];
+    const double loss = mlp_loss(x, target, s, w1, b1, w2, b2);
+    for (size_t i = 0; i < parameters.size(); ++i) *parameters[i] -= sign * epsilon * direction[i];
+    return loss;
+  };
+  const double finite_difference = (shifted_loss(+1.0) - shifted_loss(-1.0)) / (2.0 * epsilon);
+  double projected = 0.0, gradient_norm = 0.0;
+  for (size_t i = 0; i < gradient.size(); ++i) {
+    projected += double(gradient[i]) * direction[i];
+    gradient_norm += double(gradient[i]) * double(gradient[i]);
+  }
+  gradient_norm = std::sqrt(gradient_norm);
+  const double error = std::fabs(finite_difference - projected) / std::max(gradient_norm, 1e-30);
+  const double threshold = finite_difference_threshold(config.dtype);
+  const bool ok = error <= threshold;
+  std::printf("  vs central finite differences in double along a random direction v:\n"
+              "    dL/dv %.6e, <g, v> %.6e: error / |g| %.3e (threshold %g)  %s\n",
+              finite_difference, projected, error, threshold, ok ? "PASS" : "FAIL");
+  return ok;
+}
+
 }  // namespace
 
 int run_demo(int argc, char** argv, int first) {
@@ -345,95 +439,13 @@ int run_demo(int argc, char** argv, int first) {
     std::printf("  %-24s %-10s %s\n", c.call.c_str(), epigemm_backend_name(c.backend), c.reason.c_str());
   }
 
-  // The same first step, on host copies of its inputs, with every call forced to the reference.
   const auto check_start = std::chrono::steady_clock::now();
   std::printf("gradient check of the first step (batch 0, the initial weights):\n");
-  epigemm::Handle reference_handle;
-  reference_handle.set_backend(EPIGEMM_BACKEND_REFERENCE);
-  std::unique_ptr<ComputeDevice> host = make_host_device();
-  TwoLayerMlp reference_mlp(*host, reference_handle, s, config.dtype, config.dgrad_epilogue);
-  reference_mlp.set_parameters(initial);
-  DeviceBuffer reference_loss(*host, EPIGEMM_DTYPE_F32, 1);
-  reference_mlp.forward(data.x_bytes.data());
-  reference_mlp.loss_and_gradient(data.target.data(), reference_loss.f32());
-  reference_mlp.backward(data.x_bytes.data());
-  const MlpTensors reference = reference_mlp.download_gradients();
-
-  bool all_ok = true;
   bool all_reference = true;
   for (const CallRecord& c : first_calls) all_reference = all_reference && c.backend == EPIGEMM_BACKEND_REFERENCE;
-  const double threshold = reference_threshold(config.dtype);
-  std::printf("  vs the reference backend (max |g - g_ref| / max |g_ref|, threshold %g):\n", threshold);
-  const struct {
-    const char* name;
-    const std::vector<float>& value;
-    const std::vector<float>& reference;
-  } tensors[] = {{"dW1", first_gradients.w1, reference.w1},
-                 {"db1", first_gradients.b1, reference.b1},
-                 {"dW2", first_gradients.w2, reference.w2},
-                 {"db2", first_gradients.b2, reference.b2}};
-  for (const auto& t : tensors) {
-    const double error = scaled_max_error(t.value, t.reference);
-    const bool ok = error <= threshold;
-    all_ok = all_ok && ok;
-    std::printf("    %-4s %-8s %.3e  %s\n", t.name,
-                ("[" + std::to_string(t.value.size()) + "]").c_str(), error, ok ? "PASS" : "FAIL");
-  }
-  if (all_reference) {
-    std::printf("    (the demo itself ran on the reference backend, so these agree by construction;\n"
-                "     the finite-difference check below is the independent one)\n");
-  }
-
-  // Central differences of the loss in double along one random direction v over all parameters,
-  // against <gradient, v>. The loss is evaluated on the weights the GEMMs read (bf16-rounded in
-  // bf16 mode) and batch 0; the error is relative to |gradient| (the spread of <gradient, v>).
-  {
-    Random direction_random(config.seed ^ 0x5eedf00dull);
-    const auto to_double = [&](const std::vector<float>& v) {
-      std::vector<double> out(v.size());
-      for (size_t i = 0; i < v.size(); ++i) out[i] = double(round_to(config.dtype, v[i]));
-      return out;
-    };
-    std::vector<double> w1 = to_double(initial.w1), w2 = to_double(initial.w2);
-    std::vector<double> b1(initial.b1.begin(), initial.b1.end()), b2(initial.b2.begin(), initial.b2.end());
-    const std::vector<double> x(data.x.begin(), data.x.begin() + s.tokens * s.in_features);
-    const std::vector<double> target(data.target.begin(), data.target.begin() + target_batch_count);
-    std::vector<double*> parameters;
-    std::vector<double> direction;
-    std::vector<float> gradient;
-    const auto add = [&](std::vector<double>& p, const std::vector<float>& g) {
-      for (size_t i = 0; i < p.size(); ++i) {
-        parameters.push_back(&p[i]);
-        direction.push_back(direction_random.normal());
-        gradient.push_back(g[i]);
-      }
-    };
-    add(w1, first_gradients.w1);
-    add(b1, first_gradients.b1);
-    add(w2, first_gradients.w2);
-    add(b2, first_gradients.b2);
-    const double epsilon = 1e-4;
-    const auto shifted_loss = [&](double sign) {
-      for (size_t i = 0; i < parameters.size(); ++i) *parameters[i] += sign * epsilon * direction[i];
-      const double loss = mlp_loss(x, target, s, w1, b1, w2, b2);
-      for (size_t i = 0; i < parameters.size(); ++i) *parameters[i] -= sign * epsilon * direction[i];
-      return loss;
-    };
-    const double finite_difference = (shifted_loss(+1.0) - shifted_loss(-1.0)) / (2.0 * epsilon);
-    double projected = 0.0, gradient_norm = 0.0;
-    for (size_t i = 0; i < gradient.size(); ++i) {
-      projected += double(gradient[i]) * direction[i];
-      gradient_norm += double(gradient[i]) * double(gradient[i]);
-    }
-    gradient_norm = std::sqrt(gradient_norm);
-    const double error = std::fabs(finite_difference - projected) / std::max(gradient_norm, 1e-30);
-    const double fd_threshold = finite_difference_threshold(config.dtype);
-    const bool ok = error <= fd_threshold;
-    all_ok = all_ok && ok;
-    std::printf("  vs central finite differences in double along a random direction v:\n"
-                "    dL/dv %.6e, <g, v> %.6e: error / |g| %.3e (threshold %g)  %s\n",
-                finite_difference, projected, error, fd_threshold, ok ? "PASS" : "FAIL");
-  }
+  const bool reference_ok = check_against_reference(config, data, initial, first_gradients, all_reference);
+  const bool finite_difference_ok = check_against_finite_differences(config, data, initial, first_gradients);
+  const bool all_ok = reference_ok && finite_difference_ok;
 
   // Two computations of fc1's bias gradient from different epilogues (informational).
   if (config.dgrad_epilogue == DgradEpilogue::dgelu_bgrad) {
