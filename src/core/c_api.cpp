@@ -401,12 +401,9 @@ epigemm_status_t epigemm_linear_fprop(epigemm_context_t ctx, const epigemm_tenso
     tensors.w = W;
     tensors.y = Y;
     tensors.pre_gelu = pre_gelu;
+    tensors.bias = bias;
     GemmCall call;
     EPIGEMM_RETURN_IF_ERROR(epigemm::map_layer_to_gemm(epigemm::LayerPass::fprop, tensors, &call));
-    if (bias != nullptr) {
-      call.has_bias = true;
-      call.bias = epigemm::to_vector(*bias);
-    }
     call.epilogue = pre_gelu ? (bias ? EPIGEMM_EPILOGUE_GELU_AUX_BIAS : EPIGEMM_EPILOGUE_GELU_AUX)
                              : (bias ? EPIGEMM_EPILOGUE_BIAS : EPIGEMM_EPILOGUE_DEFAULT);
     epigemm::apply_context_defaults(context, &call);
@@ -420,22 +417,14 @@ epigemm_status_t epigemm_linear_dgrad(epigemm_context_t ctx, const epigemm_tenso
                                       const epigemm_vector_t* bias_grad, const epigemm_tensor_t* dX,
                                       void* workspace, size_t workspace_bytes, void* stream) {
   return epigemm::guarded(ctx, [&](Context& context) -> Status {
-    if (bias_grad != nullptr && pre_gelu == nullptr) {
-      return epigemm::invalid(
-          "bias_grad is set but pre_gelu is NULL; dgrad writes a bias gradient only through the "
-          "GELU (DGELU_BGRAD): expected pre_gelu [tokens, in_features] as well");
-    }
     epigemm::LayerTensors tensors;
     tensors.dy = dY;
     tensors.w = W;
     tensors.dx = dX;
     tensors.pre_gelu = pre_gelu;
+    tensors.bias_grad = bias_grad;
     GemmCall call;
     EPIGEMM_RETURN_IF_ERROR(epigemm::map_layer_to_gemm(epigemm::LayerPass::dgrad, tensors, &call));
-    if (bias_grad != nullptr) {
-      call.has_bias_grad = true;
-      call.bias_grad = epigemm::to_vector(*bias_grad);
-    }
     call.epilogue = pre_gelu ? (bias_grad ? EPIGEMM_EPILOGUE_DGELU_BGRAD : EPIGEMM_EPILOGUE_DGELU)
                              : EPIGEMM_EPILOGUE_DEFAULT;
     epigemm::apply_context_defaults(context, &call);
@@ -453,13 +442,10 @@ epigemm_status_t epigemm_linear_wgrad(epigemm_context_t ctx, const epigemm_tenso
     tensors.x = X;
     tensors.dy = dY;
     tensors.dw = dW;
+    tensors.bias_grad = bias_grad;
     GemmCall call;
     EPIGEMM_RETURN_IF_ERROR(epigemm::map_layer_to_gemm(epigemm::LayerPass::wgrad, tensors, &call));
     call.beta = accumulate ? 1.0f : 0.0f;
-    if (bias_grad != nullptr) {
-      call.has_bias_grad = true;
-      call.bias_grad = epigemm::to_vector(*bias_grad);
-    }
     call.epilogue = bias_grad ? EPIGEMM_EPILOGUE_BGRADB : EPIGEMM_EPILOGUE_DEFAULT;
     epigemm::apply_context_defaults(context, &call);
     epigemm::attach_workspace(workspace, workspace_bytes, stream, &call);

@@ -13,6 +13,10 @@
 // previous layer's bias) has length gemm_m = in; that of wgrad (BGRADB) has length gemm_n = out.
 #include "core/layer_mapping.hpp"
 
+#include <algorithm>
+
+#include "core/validate.hpp"
+
 namespace epigemm {
 namespace {
 
@@ -28,8 +32,44 @@ Matrix column_major_view(const epigemm_tensor_t& t) {
   return m;
 }
 
+Vector vector_of(const epigemm_vector_t& v) {
+  Vector out;
+  out.data = v.data;
+  out.dtype = v.dtype;
+  out.length = v.length;
+  out.memory = v.memory;
+  return out;
+}
+
+// Present, and valid in its own row-major terms (rows, cols, row_stride), so that a bad tensor is
+// reported as the caller wrote it rather than as its column-major view.
 Status require_tensor(const epigemm_tensor_t* t, const char* name, const char* pass) {
-  if (t == nullptr) return invalid(name, " is NULL; ", pass, " needs it");
+  if (t == nullptr) return invalid(name, " is NULL; expected a tensor descriptor (", pass, " needs it)");
+  EPIGEMM_RETURN_IF_ERROR(check_dtype_and_memory(name, t->dtype, t->memory));
+  if (t->rows < 0) return invalid(name, " has ", t->rows, " rows; expected rows >= 0");
+  if (t->cols < 0) return invalid(name, " has ", t->cols, " columns; expected columns >= 0");
+  const int64_t min_stride = std::max<int64_t>(1, t->cols);
+  if (t->row_stride < min_stride) {
+    return invalid(name, " has row_stride = ", t->row_stride,
+                   "; expected row_stride >= max(1, cols) = ", min_stride);
+  }
+  if (t->rows > 0 && t->cols > 0) {
+    if (t->data == nullptr) {
+      return invalid(name, " has data = NULL; expected a pointer to ", t->rows, " x ", t->cols,
+                     " elements");
+    }
+    EPIGEMM_RETURN_IF_ERROR(check_span(name, t->cols, t->rows, t->row_stride, "row_stride", t->dtype));
+  }
+  return Status();
+}
+
+// "bias has 7 elements; fprop needs out_features = 13 (the rows of W)"
+Status require_length(const epigemm_vector_t& v, const char* name, int64_t expected,
+                      const char* pass, const char* dimension, const char* source) {
+  if (v.length != expected) {
+    return invalid(name, " has ", v.length, " elements; ", pass, " needs ", dimension, " = ",
+                   expected, " (", source, ")");
+  }
   return Status();
 }
 
@@ -59,7 +99,12 @@ Status map_layer_to_gemm(LayerPass pass, const LayerTensors& t, GemmCall* call) 
                                              "the rows of X"));
       EPIGEMM_RETURN_IF_ERROR(require_extent(*t.y, "Y", false, out_features, "fprop",
                                              "out_features", "the rows of W"));
+      if (t.bias) {
+        EPIGEMM_RETURN_IF_ERROR(require_length(*t.bias, "bias", out_features, "fprop",
+                                               "out_features", "the rows of W"));
+      }
       if (t.pre_gelu) {
+        EPIGEMM_RETURN_IF_ERROR(require_tensor(t.pre_gelu, "pre_gelu", "fprop with GELU"));
         EPIGEMM_RETURN_IF_ERROR(require_extent(*t.pre_gelu, "pre_gelu", true, tokens, "fprop",
                                                "tokens", "the rows of X"));
         EPIGEMM_RETURN_IF_ERROR(require_extent(*t.pre_gelu, "pre_gelu", false, out_features,
@@ -89,7 +134,19 @@ Status map_layer_to_gemm(LayerPass pass, const LayerTensors& t, GemmCall* call) 
                                              "the rows of dY"));
       EPIGEMM_RETURN_IF_ERROR(require_extent(*t.dx, "dX", false, in_features, "dgrad",
                                              "in_features", "the columns of W"));
+      if (t.bias_grad) {
+        // Only through the GELU: the bias gradient of the previous layer is that of its
+        // pre-activation (DGELU_BGRAD); without pre_gelu there is no such epilogue.
+        if (!t.pre_gelu) {
+          return invalid("bias_grad is set but pre_gelu is NULL; expected pre_gelu [tokens = ",
+                         tokens, ", in_features = ", in_features,
+                         "] as well (dgrad writes a bias gradient only through the GELU)");
+        }
+        EPIGEMM_RETURN_IF_ERROR(require_length(*t.bias_grad, "bias_grad", in_features, "dgrad",
+                                               "in_features", "the columns of W"));
+      }
       if (t.pre_gelu) {
+        EPIGEMM_RETURN_IF_ERROR(require_tensor(t.pre_gelu, "pre_gelu", "dgrad with GELU"));
         EPIGEMM_RETURN_IF_ERROR(require_extent(*t.pre_gelu, "pre_gelu", true, tokens, "dgrad",
                                                "tokens", "the rows of dY"));
         EPIGEMM_RETURN_IF_ERROR(require_extent(*t.pre_gelu, "pre_gelu", false, in_features,
@@ -119,6 +176,10 @@ Status map_layer_to_gemm(LayerPass pass, const LayerTensors& t, GemmCall* call) 
                                              "out_features", "the columns of dY"));
       EPIGEMM_RETURN_IF_ERROR(require_extent(*t.dw, "dW", false, in_features, "wgrad",
                                              "in_features", "the columns of X"));
+      if (t.bias_grad) {
+        EPIGEMM_RETURN_IF_ERROR(require_length(*t.bias_grad, "bias_grad", out_features, "wgrad",
+                                               "out_features", "the columns of dY"));
+      }
       call->transa = EPIGEMM_OP_N;
       call->transb = EPIGEMM_OP_T;
       call->gemm_m = in_features;
@@ -137,6 +198,14 @@ Status map_layer_to_gemm(LayerPass pass, const LayerTensors& t, GemmCall* call) 
     call->has_aux = true;
     call->aux = column_major_view(*t.pre_gelu);
     call->names.aux = "pre_gelu";
+  }
+  if (t.bias) {
+    call->has_bias = true;
+    call->bias = vector_of(*t.bias);
+  }
+  if (t.bias_grad) {
+    call->has_bias_grad = true;
+    call->bias_grad = vector_of(*t.bias_grad);
   }
   return Status();
 }

@@ -10,10 +10,11 @@ namespace epigemm {
 
 enum class LayerPass { fprop, dgrad, wgrad };
 
-// The row-major tensors of one pass; unused ones stay null.
+// The row-major tensors (and vectors) of one pass; unused ones stay null.
 //   fprop: x [tokens, in], w [out, in], y [tokens, out], pre_gelu [tokens, out] (out)
 //   dgrad: dy [tokens, out], w [out, in], dx [tokens, in], pre_gelu [tokens, in] (in)
 //   wgrad: x [tokens, in], dy [tokens, out], dw [out, in]
+//   bias [out] (fprop, in); bias_grad [in] (dgrad, out, needs pre_gelu) or [out] (wgrad, out)
 struct LayerTensors {
   const epigemm_tensor_t* x = nullptr;
   const epigemm_tensor_t* w = nullptr;
@@ -22,10 +23,13 @@ struct LayerTensors {
   const epigemm_tensor_t* dx = nullptr;
   const epigemm_tensor_t* dw = nullptr;
   const epigemm_tensor_t* pre_gelu = nullptr;
+  const epigemm_vector_t* bias = nullptr;
+  const epigemm_vector_t* bias_grad = nullptr;
 };
 
-// Checks that the tensors agree on tokens / in_features / out_features (messages in layer
-// terms), then fills call's transa, transb, gemm_m/n/k, a, b, d, aux and operand names.
+// Checks each tensor in its own row-major terms and that the tensors and vectors agree on
+// tokens / in_features / out_features (messages in layer terms), then fills call's transa,
+// transb, gemm_m/n/k, a, b, d, aux, bias, bias_grad and operand names.
 Status map_layer_to_gemm(LayerPass pass, const LayerTensors& tensors, GemmCall* call);
 
 }  // namespace epigemm

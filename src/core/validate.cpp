@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <sstream>
+#include <string>
 
 #include "core/numeric.hpp"
 #include "core/names.hpp"
@@ -28,52 +30,50 @@ const char* memory_name(epigemm_memory_t m) {
 constexpr int64_t kMaxBytes = int64_t(1) << 60;
 
 // The bytes a column-major matrix spans from its first element: ((cols-1) ld + rows) * size.
-// 0 when it has no elements.
+// 0 when it has no elements. Only called on matrices that passed check_matrix.
 int64_t matrix_span_bytes(const Matrix& m) {
   if (m.rows == 0 || m.cols == 0) return 0;
   return ((m.cols - 1) * m.ld + m.rows) * int64_t(dtype_size(m.dtype));
 }
 
 Status check_matrix(const Matrix& m, const char* name) {
-  if (!dtype_valid(m.dtype)) return invalid(name, " has dtype value ", int(m.dtype), "; expected f32, f16 or bf16");
-  if (!memory_valid(m.memory)) return invalid(name, " has memory value ", int(m.memory), "; expected host or device");
-  if (m.rows < 0 || m.cols < 0) {
-    return invalid(name, " is ", m.rows, " x ", m.cols, "; rows and columns must be >= 0");
-  }
+  EPIGEMM_RETURN_IF_ERROR(check_dtype_and_memory(name, m.dtype, m.memory));
+  if (m.rows < 0) return invalid(name, " has ", m.rows, " rows; expected rows >= 0");
+  if (m.cols < 0) return invalid(name, " has ", m.cols, " columns; expected columns >= 0");
   const int64_t min_ld = std::max<int64_t>(1, m.rows);
   if (m.ld < min_ld) {
     return invalid(name, " has ld = ", m.ld, "; expected ld >= max(1, rows) = ", min_ld);
   }
   if (m.rows > 0 && m.cols > 0) {
     if (m.data == nullptr) {
-      return invalid(name, " has a NULL data pointer; expected ", m.rows, " x ", m.cols,
+      return invalid(name, " has data = NULL; expected a pointer to ", m.rows, " x ", m.cols,
                      " elements");
     }
-    const int64_t size = int64_t(dtype_size(m.dtype));
-    if (m.cols - 1 > (kMaxBytes / size - m.rows) / m.ld) {
-      return invalid(name, " spans more than 2^60 bytes (", m.rows, " x ", m.cols, ", ld ", m.ld,
-                     "); expected a smaller matrix");
-    }
+    EPIGEMM_RETURN_IF_ERROR(check_span(name, m.rows, m.cols, m.ld, "ld", m.dtype));
   }
   return Status();
 }
 
 Status check_vector(const Vector& v, const char* name) {
-  if (!dtype_valid(v.dtype)) return invalid(name, " has dtype value ", int(v.dtype), "; expected f32, f16 or bf16");
-  if (!memory_valid(v.memory)) return invalid(name, " has memory value ", int(v.memory), "; expected host or device");
-  if (v.length < 0) return invalid(name, " has length ", v.length, "; expected >= 0");
-  if (v.length > kMaxBytes / 4) return invalid(name, " has length ", v.length, "; expected < 2^58");
+  EPIGEMM_RETURN_IF_ERROR(check_dtype_and_memory(name, v.dtype, v.memory));
+  if (v.length < 0) return invalid(name, " has length ", v.length, "; expected length >= 0");
+  const int64_t max_length = kMaxBytes / int64_t(dtype_size(v.dtype));
+  if (v.length > max_length) {
+    return invalid(name, " has length ", v.length, "; expected at most 2^60 bytes = ", max_length,
+                   " elements of ", dtype_name(v.dtype));
+  }
   if (v.length > 0 && v.data == nullptr) {
-    return invalid(name, " has a NULL data pointer; expected ", v.length, " elements");
+    return invalid(name, " has data = NULL; expected a pointer to ", v.length, " elements");
   }
   return Status();
 }
 
+// "B has 8 rows; transb = N needs gemm_k = 7 (the columns of A, transa = N)"
 Status check_extent(const char* name, const char* what, int64_t given, int64_t expected,
-                    const char* expected_name, const char* why) {
+                    const char* expected_name, const char* why, const std::string& source = "") {
   if (given != expected) {
     return invalid(name, " has ", given, " ", what, "; ", why, " needs ", expected_name, " = ",
-                   expected);
+                   expected, source);
   }
   return Status();
 }
@@ -92,11 +92,37 @@ Span span_of(const Vector& v, const char* name) {
   const uintptr_t begin = reinterpret_cast<uintptr_t>(v.data);
   return Span{name, begin, begin + uintptr_t(v.length) * dtype_size(v.dtype)};
 }
+// "[0x7f..00, +468 bytes)"
+std::string describe(const Span& s) {
+  std::ostringstream out;
+  out << "[0x" << std::hex << s.begin << std::dec << ", +" << (s.end - s.begin) << " bytes)";
+  return out.str();
+}
 bool overlap(const Span& x, const Span& y) {
   return x.begin < x.end && y.begin < y.end && x.begin < y.end && y.begin < x.end;
 }
 
 }  // namespace
+
+Status check_dtype_and_memory(const char* name, epigemm_dtype_t dtype, epigemm_memory_t memory) {
+  if (!dtype_valid(dtype)) return invalid(name, " has dtype value ", int(dtype), "; expected f32 (0), f16 (1) or bf16 (2)");
+  if (!memory_valid(memory)) return invalid(name, " has memory value ", int(memory), "; expected host (0) or device (1)");
+  return Status();
+}
+
+Status check_span(const char* name, int64_t inner, int64_t outer, int64_t stride,
+                  const char* stride_name, epigemm_dtype_t dtype) {
+  if (inner <= 0 || outer <= 0) return Status();
+  const int64_t size = int64_t(dtype_size(dtype));
+  // ((outer - 1) * stride + inner) * size <= 2^60, evaluated without overflow (stride >= inner).
+  const int64_t max_elements = kMaxBytes / size;
+  if (inner > max_elements || outer - 1 > (max_elements - inner) / stride) {
+    return invalid(name, " spans ((", outer, " - 1) * ", stride_name, " ", stride, " + ", inner,
+                   ") elements of ", size, " bytes; expected at most 2^60 = ", kMaxBytes,
+                   " bytes");
+  }
+  return Status();
+}
 
 void gemm_dims_from_operands(GemmCall* call) {
   const bool ta = call->transa == EPIGEMM_OP_T, tb = call->transb == EPIGEMM_OP_T;
@@ -125,19 +151,27 @@ Status validate_gemm_call(const GemmCall& call) {
   EPIGEMM_RETURN_IF_ERROR(check_matrix(call.d, n.d));
 
   // Shapes (docs/conventions.md, "Layout"): op(A) gemm_m x gemm_k, op(B) gemm_k x gemm_n.
+  // gemm_m and gemm_k come from A, gemm_n from B, so a mismatch names where each came from.
   const bool ta = call.transa == EPIGEMM_OP_T, tb = call.transb == EPIGEMM_OP_T;
   const char* a_why = ta ? "transa = T" : "transa = N";
   const char* b_why = tb ? "transb = T" : "transb = N";
+  const std::string a_tag = std::string(", ") + a_why + ")";
+  const std::string b_tag = std::string(", ") + b_why + ")";
+  const std::string from_m = std::string(" (the ") + (ta ? "columns" : "rows") + " of " + n.a + a_tag;
+  const std::string from_k = std::string(" (the ") + (ta ? "rows" : "columns") + " of " + n.a + a_tag;
+  const std::string from_n = std::string(" (the ") + (tb ? "rows" : "columns") + " of " + n.b + b_tag;
   EPIGEMM_RETURN_IF_ERROR(check_extent(n.a, "rows", call.a.rows, ta ? call.gemm_k : call.gemm_m,
                                        ta ? "gemm_k" : "gemm_m", a_why));
   EPIGEMM_RETURN_IF_ERROR(check_extent(n.a, "columns", call.a.cols, ta ? call.gemm_m : call.gemm_k,
                                        ta ? "gemm_m" : "gemm_k", a_why));
   EPIGEMM_RETURN_IF_ERROR(check_extent(n.b, "rows", call.b.rows, tb ? call.gemm_n : call.gemm_k,
-                                       tb ? "gemm_n" : "gemm_k (from A)", b_why));
+                                       tb ? "gemm_n" : "gemm_k", b_why, tb ? "" : from_k));
   EPIGEMM_RETURN_IF_ERROR(check_extent(n.b, "columns", call.b.cols, tb ? call.gemm_k : call.gemm_n,
-                                       tb ? "gemm_k (from A)" : "gemm_n", b_why));
-  EPIGEMM_RETURN_IF_ERROR(check_extent(n.d, "rows", call.d.rows, call.gemm_m, "gemm_m", "the product"));
-  EPIGEMM_RETURN_IF_ERROR(check_extent(n.d, "columns", call.d.cols, call.gemm_n, "gemm_n", "the product"));
+                                       tb ? "gemm_k" : "gemm_n", b_why, tb ? from_k : ""));
+  EPIGEMM_RETURN_IF_ERROR(check_extent(n.d, "rows", call.d.rows, call.gemm_m, "gemm_m",
+                                       "the product", from_m));
+  EPIGEMM_RETURN_IF_ERROR(check_extent(n.d, "columns", call.d.cols, call.gemm_n, "gemm_n",
+                                       "the product", from_n));
 
   // Dtypes (docs/conventions.md, "Data types").
   if (call.b.dtype != call.a.dtype) {
@@ -145,8 +179,11 @@ Status validate_gemm_call(const GemmCall& call) {
                    dtype_name(call.a.dtype), " (the dtype of ", n.a, ")");
   }
   if (call.d.dtype != EPIGEMM_DTYPE_F32 && call.d.dtype != call.a.dtype) {
-    return invalid(n.d, " has dtype ", dtype_name(call.d.dtype), "; expected f32 or ",
-                   dtype_name(call.a.dtype), " (the dtype of ", n.a, ")");
+    return call.a.dtype == EPIGEMM_DTYPE_F32
+               ? invalid(n.d, " has dtype ", dtype_name(call.d.dtype), "; expected f32 (the dtype of ",
+                         n.a, ")")
+               : invalid(n.d, " has dtype ", dtype_name(call.d.dtype), "; expected f32 or ",
+                         dtype_name(call.a.dtype), " (the dtype of ", n.a, ")");
   }
 
   // The operands the epilogue uses, and no others.
@@ -216,14 +253,32 @@ Status validate_gemm_call(const GemmCall& call) {
   for (int i = 0; i < output_count; ++i) {
     for (int j = 0; j < input_count; ++j) {
       if (overlap(outputs[i], inputs[j])) {
-        return invalid(outputs[i].name, " (output) overlaps ", inputs[j].name,
-                       " (input) in memory; expected disjoint buffers");
+        return invalid(outputs[i].name, " (output) ", describe(outputs[i]), " overlaps ",
+                       inputs[j].name, " (input) ", describe(inputs[j]),
+                       "; expected disjoint buffers");
       }
     }
     for (int j = i + 1; j < output_count; ++j) {
       if (overlap(outputs[i], outputs[j])) {
-        return invalid(outputs[i].name, " overlaps ", outputs[j].name,
-                       " in memory; expected disjoint output buffers");
+        return invalid(outputs[i].name, " (output) ", describe(outputs[i]), " overlaps ",
+                       outputs[j].name, " (output) ", describe(outputs[j]),
+                       "; expected disjoint output buffers");
+      }
+    }
+  }
+
+  // The workspace is scratch the backend writes: it overlaps no operand either.
+  if (call.workspace != nullptr && call.workspace_bytes > 0) {
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(call.workspace);
+    const uintptr_t room = std::numeric_limits<uintptr_t>::max() - begin;
+    const Span scratch{"workspace", begin, begin + std::min<uintptr_t>(call.workspace_bytes, room)};
+    for (int i = 0; i < output_count + input_count; ++i) {
+      const bool is_output = i < output_count;
+      const Span& other = is_output ? outputs[i] : inputs[i - output_count];
+      if (overlap(scratch, other)) {
+        return invalid("workspace (scratch) ", describe(scratch), " overlaps ", other.name,
+                       is_output ? " (output) " : " (input) ", describe(other),
+                       "; expected disjoint buffers");
       }
     }
   }

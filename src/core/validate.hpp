@@ -6,6 +6,16 @@
 
 namespace epigemm {
 
+// The dtype and memory values of one operand are ones the header defines.
+Status check_dtype_and_memory(const char* name, epigemm_dtype_t dtype, epigemm_memory_t memory);
+
+// A strided operand of `outer` runs of `inner` elements, `stride` elements apart (a column-major
+// matrix: inner = rows, outer = cols, stride = ld; a row-major tensor: inner = cols, outer = rows,
+// stride = row_stride), spans ((outer - 1) * stride + inner) elements; refuses more than 2^60
+// bytes so that every offset fits in int64. Assumes 0 <= inner <= stride.
+Status check_span(const char* name, int64_t inner, int64_t outer, int64_t stride,
+                  const char* stride_name, epigemm_dtype_t dtype);
+
 // For the GEMM-level calls: gemm_m / gemm_n / gemm_k from the stored shapes of A and B and the
 // transposes (A is gemm_m x gemm_k when transa = N, gemm_k x gemm_m when T; B likewise).
 // Assumes the enums were checked by validate_enums.
