@@ -11,6 +11,7 @@
 #include <string>
 
 #include "epigemm/epigemm.h"
+#include "low_precision.hpp"
 
 namespace epigemm_cli {
 
@@ -66,7 +67,7 @@ class DeviceBuffer {
   DeviceBuffer() = default;
   DeviceBuffer(ComputeDevice& device, epigemm_dtype_t dtype, int64_t count)
       : device_(&device), dtype_(dtype), count_(count),
-        data_(device.allocate(size_t(count > 0 ? count : 1) * (dtype == EPIGEMM_DTYPE_F32 ? 4 : 2))) {}
+        data_(device.allocate(size_t(count > 0 ? count : 1) * dtype_bytes(dtype))) {}
   ~DeviceBuffer() { reset(); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -87,7 +88,7 @@ class DeviceBuffer {
   float* f32() const { return static_cast<float*>(data_); }
   epigemm_dtype_t dtype() const { return dtype_; }
   int64_t count() const { return count_; }
-  size_t bytes() const { return size_t(count_) * (dtype_ == EPIGEMM_DTYPE_F32 ? 4 : 2); }
+  size_t bytes() const { return size_t(count_) * dtype_bytes(dtype_); }
 
  private:
   void reset() {
