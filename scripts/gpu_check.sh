@@ -7,7 +7,8 @@
 #                                       # (ignored) for a GPU machine without GoogleTest; carry it
 #   bash scripts/gpu_check.sh           # on the GPU machine (device tool: carry [".gtest-src"])
 #
-# Environment: MEMCHECK_FILTER / RACECHECK_FILTER (gtest filters), BENCH_ARGS (e.g. "--reps 40").
+# Environment: TESTS_FILTER / MEMCHECK_FILTER / RACECHECK_FILTER (gtest filters; TESTS_FILTER
+# defaults to the whole binary), BENCH_ARGS (e.g. "--reps 40").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -25,6 +26,7 @@ BUILD=$ROOT/build-gpu
 MEMCHECK_FILTER=${MEMCHECK_FILTER:-'CudaBackend.*:-CudaBackend.BiasOnMoreThan2To31Elements'}
 # racecheck instruments every shared-memory access, cuBLAS's too: small GEMMs only.
 RACECHECK_FILTER=${RACECHECK_FILTER:-'CudaBackend.CallsCaptureIntoAGraphAndReplay:CudaBackend.DegenerateSizes'}
+TESTS_FILTER=${TESTS_FILTER:-'*'}
 BENCH_ARGS=${BENCH_ARGS:-}
 
 step() { echo "== $(date -u +%H:%M:%S) $*"; }
@@ -55,8 +57,8 @@ grep -c -i 'warning' "$OUT/build.log" | sed 's/^/build warnings: /'
 TESTS=$BUILD/tests/epigemm_tests
 BENCH=$BUILD/bench/epigemm_bench_gpu
 
-step "tests (whole binary)"
-timeout 180 "$TESTS" > "$OUT/tests.log" 2>&1
+step "tests: $TESTS_FILTER"
+timeout 180 "$TESTS" --gtest_filter="$TESTS_FILTER" > "$OUT/tests.log" 2>&1
 TESTS_RC=$?
 grep -E '^\[  (FAILED|SKIPPED) ' "$OUT/tests.log" | head -20
 

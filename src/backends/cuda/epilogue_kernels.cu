@@ -14,10 +14,9 @@ namespace epigemm {
 namespace cuda {
 namespace {
 
-constexpr int kThreadsX = 32;                     // threads along rows
-constexpr int kThreadsY = 8;                      // threads along columns
-constexpr int kRowsPerThread = 8;                 // one 16-byte bf16/fp16 vector
-constexpr int kRowsPerTile = kThreadsX * kRowsPerThread;  // 256
+constexpr int kBlockThreads = 256;  // threads_x along rows times threads_y along columns
+constexpr int kRowsPerThread = 8;   // one 16-byte bf16/fp16 vector
+constexpr int kScalarThreadsX = 32;  // the scalar path's tile: 32 x 8 threads, 256 rows
 // The scalar path: two columns loaded before they are computed and stored, no register cap.
 constexpr int kScalarBatch = 2;
 
@@ -110,19 +109,19 @@ constexpr bool op_sums_rows(TileOp op) { return op == TileOp::dgelu_bgrad || op 
 constexpr bool op_writes_d(TileOp op) { return op != TileOp::row_sums; }
 
 // The 8 rows a thread owns: contiguous on the vector path, 32 apart on the scalar path.
-template <bool kVector>
+template <bool kVector, int kThreadsX>
 __device__ __forceinline__ int64_t thread_row(int64_t tile_row0, int r) {
   return kVector ? tile_row0 + int64_t(threadIdx.x) * kRowsPerThread + r
                  : tile_row0 + threadIdx.x + int64_t(kThreadsX) * r;
 }
 
 // Loads the thread's 8 values of column j from an m x n matrix; rows past m read nothing.
-template <bool kVector>
+template <bool kVector, int kThreadsX>
 __device__ __forceinline__ void load_rows(const void* base, epigemm_dtype_t dtype, int64_t ld,
                                           int64_t tile_row0, int64_t rows, int64_t j,
                                           float (&v)[8]) {
   if (kVector) {
-    const int64_t row = thread_row<true>(tile_row0, 0);
+    const int64_t row = thread_row<true, kThreadsX>(tile_row0, 0);
     if (row < rows) {
       load8(base, dtype, row + j * ld, v);  // rows % 8 == 0: all 8 rows or none
     } else {
@@ -132,23 +131,23 @@ __device__ __forceinline__ void load_rows(const void* base, epigemm_dtype_t dtyp
   } else {
 #pragma unroll
     for (int r = 0; r < kRowsPerThread; ++r) {
-      const int64_t row = thread_row<false>(tile_row0, r);
+      const int64_t row = thread_row<false, kThreadsX>(tile_row0, r);
       v[r] = row < rows ? load1(base, dtype, row + j * ld) : 0.0f;
     }
   }
 }
 
-template <bool kVector>
+template <bool kVector, int kThreadsX>
 __device__ __forceinline__ void store_rows(void* base, epigemm_dtype_t dtype, int64_t ld,
                                            int64_t tile_row0, int64_t rows, int64_t j,
                                            const float (&v)[8]) {
   if (kVector) {
-    const int64_t row = thread_row<true>(tile_row0, 0);
+    const int64_t row = thread_row<true, kThreadsX>(tile_row0, 0);
     if (row < rows) store8(base, dtype, row + j * ld, v);
   } else {
 #pragma unroll
     for (int r = 0; r < kRowsPerThread; ++r) {
-      const int64_t row = thread_row<false>(tile_row0, r);
+      const int64_t row = thread_row<false, kThreadsX>(tile_row0, r);
       if (row < rows) store1(base, dtype, row + j * ld, v[r]);
     }
   }
@@ -156,19 +155,23 @@ __device__ __forceinline__ void store_rows(void* base, epigemm_dtype_t dtype, in
 
 // ---- the tile kernel ------------------------------------------------------------------------
 
-// grid: (ceil(rows / 256), column_chunks); block: 32 x 8. Block (bx, by) owns rows
-// [256 bx, 256 bx + 256) and columns [by * columns_per_chunk, ... + columns_per_chunk).
-// kBatch columns are loaded before any is computed (loads in flight per thread); kMinBlocks caps
-// the registers so that that many blocks fit on a multiprocessor (warps in flight per SM).
-template <TileOp kOp, bool kVector, int kBatch, int kMinBlocks>
-__global__ void __launch_bounds__(kThreadsX * kThreadsY, kMinBlocks)
+// grid: (ceil(rows / (8 kThreadsX)), column_chunks); block: kThreadsX x (256 / kThreadsX).
+// Block (bx, by) owns rows [8 kThreadsX bx, 8 kThreadsX (bx + 1)) and the columns
+// [by * columns_per_chunk, (by + 1) * columns_per_chunk). A wider kThreadsX makes each column's
+// run of consecutive bytes per block longer (DRAM pages are read in longer pieces); kBatch
+// columns are loaded before any is computed (loads in flight per thread); kMinBlocks caps the
+// registers so that that many blocks fit on a multiprocessor (warps in flight per SM).
+template <TileOp kOp, bool kVector, int kThreadsX, int kBatch, int kMinBlocks>
+__global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
     tile_kernel(TileArgs args, int64_t columns_per_chunk) {
+  constexpr int kThreadsY = kBlockThreads / kThreadsX;
+  constexpr int kRowsPerTile = kThreadsX * kRowsPerThread;
   const int64_t tile_row0 = int64_t(blockIdx.x) * kRowsPerTile;
   const int64_t rows = args.rows;
 
   float bias[kRowsPerThread] = {};
   if constexpr (op_reads_bias(kOp)) {
-    load_rows<kVector>(args.bias, args.bias_dtype, 0, tile_row0, rows, 0, bias);
+    load_rows<kVector, kThreadsX>(args.bias, args.bias_dtype, 0, tile_row0, rows, 0, bias);
   }
   float sums[kRowsPerThread] = {};
 
@@ -183,9 +186,9 @@ __global__ void __launch_bounds__(kThreadsX * kThreadsY, kMinBlocks)
     for (int c = 0; c < kBatch; ++c) {
       const int64_t j = j0 + int64_t(kThreadsY) * c;
       if (j < column_end) {
-        load_rows<kVector>(args.acc, args.acc_dtype, args.ld_acc, tile_row0, rows, j, acc[c]);
+        load_rows<kVector, kThreadsX>(args.acc, args.acc_dtype, args.ld_acc, tile_row0, rows, j, acc[c]);
         if constexpr (op_reads_aux(kOp)) {
-          load_rows<kVector>(args.aux, args.aux_dtype, args.ld_aux, tile_row0, rows, j, aux[c]);
+          load_rows<kVector, kThreadsX>(args.aux, args.aux_dtype, args.ld_aux, tile_row0, rows, j, aux[c]);
         }
       }
     }
@@ -215,17 +218,17 @@ __global__ void __launch_bounds__(kThreadsX * kThreadsY, kMinBlocks)
         if constexpr (op_sums_rows(kOp)) sums[r] += out[r];
       }
       if constexpr (op_writes_d(kOp)) {
-        store_rows<kVector>(args.d, args.d_dtype, args.ld_d, tile_row0, rows, j, out);
+        store_rows<kVector, kThreadsX>(args.d, args.d_dtype, args.ld_d, tile_row0, rows, j, out);
       }
       if constexpr (op_writes_aux(kOp)) {
-        store_rows<kVector>(args.aux, args.aux_dtype, args.ld_aux, tile_row0, rows, j, aux[c]);
+        store_rows<kVector, kThreadsX>(args.aux, args.aux_dtype, args.ld_aux, tile_row0, rows, j, aux[c]);
       }
     }
   }
 
   if constexpr (op_sums_rows(kOp)) {
-    // The 8 threads of a row group (threadIdx.y = 0..7) hold sums over disjoint columns; add
-    // them in threadIdx.y order, then write one partial per row for this column chunk.
+    // The kThreadsY threads of a row group hold sums over disjoint columns; add them in
+    // threadIdx.y order, then write one partial per row for this column chunk.
     __shared__ float block_sums[kThreadsY][kRowsPerTile];
 #pragma unroll
     for (int r = 0; r < kRowsPerThread; ++r) {
@@ -233,12 +236,14 @@ __global__ void __launch_bounds__(kThreadsX * kThreadsY, kMinBlocks)
       block_sums[threadIdx.y][row_in_tile] = sums[r];
     }
     __syncthreads();
-    const int row_in_tile = threadIdx.y * kThreadsX + threadIdx.x;
-    float total = 0.0f;
+    for (int row_in_tile = threadIdx.y * kThreadsX + threadIdx.x; row_in_tile < kRowsPerTile;
+         row_in_tile += kBlockThreads) {
+      float total = 0.0f;
 #pragma unroll
-    for (int y = 0; y < kThreadsY; ++y) total += block_sums[y][row_in_tile];
-    const int64_t row = tile_row0 + row_in_tile;
-    if (row < rows) args.row_partials[int64_t(blockIdx.y) * rows + row] = total;
+      for (int y = 0; y < kThreadsY; ++y) total += block_sums[y][row_in_tile];
+      const int64_t row = tile_row0 + row_in_tile;
+      if (row < rows) args.row_partials[int64_t(blockIdx.y) * rows + row] = total;
+    }
   }
 }
 
@@ -313,13 +318,13 @@ Status check_launch(const char* what) {
 
 template <TileOp kOp, int kConfig>
 const void* vector_kernel() {
-  return reinterpret_cast<const void*>(
-      &tile_kernel<kOp, true, kTileConfigs[kConfig].batch, kTileConfigs[kConfig].min_blocks>);
+  constexpr TileConfig c = kTileConfigs[kConfig];
+  return reinterpret_cast<const void*>(&tile_kernel<kOp, true, c.threads_x, c.batch, c.min_blocks>);
 }
 
 template <TileOp kOp>
 const void* kernel_of(bool vector, int config) {
-  if (!vector) return reinterpret_cast<const void*>(&tile_kernel<kOp, false, kScalarBatch, 1>);
+  if (!vector) return reinterpret_cast<const void*>(&tile_kernel<kOp, false, kScalarThreadsX, kScalarBatch, 1>);
   static_assert(kTileConfigCount == 5, "one case per configuration");
   switch (config) {
     case 0: return vector_kernel<kOp, 0>();
@@ -352,16 +357,21 @@ struct TilePlan {
   int64_t columns_per_chunk = 0;
 };
 
-TilePlan plan_tiles(int64_t rows, int64_t cols, int64_t target_blocks) {
+TilePlan plan_tiles(int64_t rows, int64_t cols, int threads_x, int64_t target_blocks) {
   TilePlan plan;
-  plan.row_tiles = ceil_div(rows, kRowsPerTile);
+  const int threads_y = kBlockThreads / threads_x;
+  plan.row_tiles = ceil_div(rows, int64_t(threads_x) * kRowsPerThread);
   const int64_t wanted_chunks = std::max<int64_t>(1, ceil_div(target_blocks, plan.row_tiles));
   int64_t per_chunk = ceil_div(cols, wanted_chunks);
-  per_chunk = ceil_div(per_chunk, kThreadsY) * kThreadsY;  // every thread row gets work
+  per_chunk = ceil_div(per_chunk, threads_y) * threads_y;  // every thread row gets work
   per_chunk = std::max<int64_t>(per_chunk, ceil_div(cols, 65535));  // grid.y limit
   plan.columns_per_chunk = per_chunk;
   plan.column_chunks = ceil_div(cols, per_chunk);
   return plan;
+}
+
+int threads_x_of(bool vector, int config) {
+  return vector ? kTileConfigs[config].threads_x : kScalarThreadsX;
 }
 
 // Blocks that fill the device once with the kernel a launch uses.
@@ -386,7 +396,7 @@ Status query_kernel_tuning(KernelTuning* tuning) {
     for (int kernel = 0; kernel <= kTileConfigCount; ++kernel) {  // 0: scalar, 1 + c: vector c
       err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
           &tuning->blocks_per_sm[op][kernel],
-          tile_kernel_for(TileOp(op), kernel > 0, kernel > 0 ? kernel - 1 : 0), kThreadsX * kThreadsY, 0);
+          tile_kernel_for(TileOp(op), kernel > 0, kernel > 0 ? kernel - 1 : 0), kBlockThreads, 0);
       if (err != cudaSuccess) {
         return EPIGEMM_BACKEND_ERROR("the epilogue kernels cannot run on this device: ",
                                      cudaGetErrorString(err));
@@ -412,20 +422,24 @@ int64_t row_partial_elements(const KernelTuning& tuning, TileOp op, int64_t rows
   if (!op_sums_rows(op) || rows == 0 || cols == 0) return 0;
   // More target blocks never means fewer chunks, so the largest target bounds every kernel (the
   // workspace is sized before the pointers, hence the path, are known).
-  int64_t target = target_blocks(tuning, op, false, 0);
+  int64_t chunks = plan_tiles(rows, cols, kScalarThreadsX, target_blocks(tuning, op, false, 0)).column_chunks;
   for (int config = 0; config < kTileConfigCount; ++config) {
-    target = std::max(target, target_blocks(tuning, op, true, config));
+    chunks = std::max(chunks, plan_tiles(rows, cols, kTileConfigs[config].threads_x,
+                                         target_blocks(tuning, op, true, config))
+                                  .column_chunks);
   }
-  return plan_tiles(rows, cols, target).column_chunks * rows;
+  return chunks * rows;
 }
 
 Status launch_tile_kernel(const KernelTuning& tuning, TileOp op, const TileArgs& args,
                           void* row_sums_out, epigemm_dtype_t row_sums_dtype, cudaStream_t stream) {
   const bool vector = tile_vector_path(op, args);
   const int config = tuning.vector_config[int(op)];
-  const TilePlan plan = plan_tiles(args.rows, args.cols, target_blocks(tuning, op, vector, config));
+  const int threads_x = threads_x_of(vector, config);
+  const TilePlan plan =
+      plan_tiles(args.rows, args.cols, threads_x, target_blocks(tuning, op, vector, config));
   const dim3 grid(unsigned(plan.row_tiles), unsigned(plan.column_chunks));
-  const dim3 block(kThreadsX, kThreadsY);
+  const dim3 block(unsigned(threads_x), unsigned(kBlockThreads / threads_x));
   int64_t per_chunk = plan.columns_per_chunk;
   TileArgs kernel_args = args;
   void* params[] = {&kernel_args, &per_chunk};

@@ -5,10 +5,11 @@
 // (i, j) of an m x n matrix is at data[i + j * ld], i < gemm_m along a column, j < gemm_n.
 //
 // The tile kernels (element-wise epilogues, DGELU_BGRAD, and the BGRADB sums when op(B) = B^T)
-// share one geometry: a block of 32 x 8 threads owns 256 consecutive rows and a chunk of
-// columns; each thread owns 8 rows and walks the chunk's columns 8 apart. On the vector path its
-// 8 rows are contiguous (one 16-byte access for 2-byte dtypes, two for fp32); on the scalar path
-// they are 32 apart, so each warp access is still coalesced. Row sums (bias gradients) are
+// share one geometry: a block of threads_x x threads_y = 256 threads owns 8 threads_x
+// consecutive rows and a chunk of columns; each thread owns 8 rows and walks the chunk's columns
+// threads_y apart. On the vector path its 8 rows are contiguous (one 16-byte access for 2-byte
+// dtypes, two for fp32); on the scalar path (32 x 8 threads) they are 32 apart, so each warp
+// access is still coalesced. Row sums (bias gradients) are
 // reduced per block in a fixed order and written as per-chunk partials into the workspace; a
 // second kernel adds the partials of a row in chunk order. No floating-point atomics anywhere,
 // so the sums are bitwise repeatable for a given shape on a given device.
@@ -53,17 +54,21 @@ struct TileArgs {
   float* row_partials = nullptr;  // dgelu_bgrad, row_sums: [column_chunks x rows] fp32
 };
 
-// Launch configurations of the vector path: columns loaded per thread before computing (bytes
-// in flight per thread) and the blocks per multiprocessor the register cap guarantees (warps in
-// flight). Chosen per op by measurement (docs/cuda_backend.md, bench/epigemm_bench_gpu).
+// Launch configurations of the vector path: threads of a block along rows (the block's
+// contiguous run per column is 8 threads_x elements), columns loaded per thread before
+// computing (bytes in flight per thread) and the blocks per multiprocessor that the register
+// cap guarantees (warps in flight). Chosen per op by measurement (docs/cuda_backend.md,
+// bench/epigemm_bench_gpu prints every configuration).
 struct TileConfig {
+  int threads_x;
   int batch;
   int min_blocks;
 };
 constexpr int kTileConfigCount = 5;
-constexpr TileConfig kTileConfigs[kTileConfigCount] = {{2, 1}, {4, 2}, {2, 4}, {8, 2}, {4, 4}};
+constexpr TileConfig kTileConfigs[kTileConfigCount] = {
+    {32, 2, 4}, {64, 2, 4}, {128, 2, 4}, {256, 2, 4}, {128, 4, 3}};
 // The configuration each op uses, indexed by TileOp.
-constexpr int kDefaultVectorConfig[kTileOpCount] = {1, 1, 1, 1, 1, 3};
+constexpr int kDefaultVectorConfig[kTileOpCount] = {2, 2, 2, 2, 2, 2};
 
 // Per-device launch facts, read once when the backend is created.
 struct KernelTuning {
