@@ -1,13 +1,14 @@
 // The `cuda` backend: cuBLAS GEMM + epigemm's epilogue kernels (docs/cuda_backend.md).
 //
 // A call, in GEMM coordinates (docs/conventions.md, "Layout"):
-//   1. BGRADB: bias_grad[j] = sum over p of op(B)[p, j], independent of the GEMM (optionally on
-//      a second stream, concurrent with it).
+//   1. BGRADB: bias_grad[j] = sum over p of op(B)[p, j], independent of the GEMM; by default on
+//      a second stream, concurrent with it, joined back to the caller's stream with an event.
 //   2. acc = alpha op(A) op(B) + beta D_old by cublasGemmEx into either D itself or an fp32
 //      gemm_m x gemm_n intermediate in the workspace (CudaBackendOptions::fp32_intermediate).
 //   3. One epilogue kernel reading acc and writing D (and aux / bias-gradient partials).
-// Everything is enqueued on the caller's stream: no allocation, no host synchronization, no
-// device-to-host copy, so a call can be captured into a CUDA graph.
+// Everything is ordered on the caller's stream (the second stream only between a fork and a join
+// on it): no allocation, no host synchronization, no device-to-host copy, so a call can be
+// captured into a CUDA graph.
 #include "backends/cuda/cuda_backend.hpp"
 
 #include <cublas_v2.h>
