@@ -24,6 +24,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +39,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_backend.hpp"
+#include "core/layer_mapping.hpp"
 #include "backends/cuda/epilogue_kernels.hpp"
 #include "core/gemm_call.hpp"
 #include "core/validate.hpp"
@@ -222,22 +224,39 @@ struct GemmShape {
 };
 
 GemmShape gemm_shape(const Shape& s, Pass p, const TensorSet& t) {
-  GemmShape g{};
+  // The tensors as a framework holds them (row-major, contiguous), put into GEMM coordinates by
+  // the library's one mapping (src/core/layer_mapping.cpp).
+  auto tensor = [](const void* data, int64_t rows, int64_t cols) {
+    return epigemm_tensor_t{const_cast<void*>(data), EPIGEMM_DTYPE_BF16, rows, cols, cols, EPIGEMM_MEMORY_DEVICE};
+  };
+  const epigemm_tensor_t x = tensor(t.x->ptr, s.tokens, s.in), w = tensor(t.w->ptr, s.out, s.in);
+  const epigemm_tensor_t y = tensor(t.y->ptr, s.tokens, s.out), dy = tensor(t.dy->ptr, s.tokens, s.out);
+  const epigemm_tensor_t dx = tensor(t.dx->ptr, s.tokens, s.in), dw = tensor(t.dw->ptr, s.out, s.in);
+  epigemm::LayerTensors layer;
+  epigemm::LayerPass layer_pass = epigemm::LayerPass::fprop;
+  void* aux = nullptr;
+  void* bias_grad = nullptr;
   switch (p) {
-    case Pass::fprop:  // Y = X W^T: A = W (T), B = X (N), D = Y; m = out, n = tokens, k = in
-      g = {EPIGEMM_OP_T, EPIGEMM_OP_N, s.out, s.tokens, s.in, s.in, s.in, s.out,
-           t.w->ptr, t.x->ptr, t.y->ptr, t.pre_gelu->ptr, nullptr};
+    case Pass::fprop:
+      layer.x = &x, layer.w = &w, layer.y = &y;
+      aux = t.pre_gelu->ptr;
       break;
-    case Pass::dgrad:  // dX = dY W: A = W (N), B = dY (N); m = in, n = tokens, k = out
-      g = {EPIGEMM_OP_N, EPIGEMM_OP_N, s.in, s.tokens, s.out, s.in, s.out, s.in,
-           t.w->ptr, t.dy->ptr, t.dx->ptr, t.pre_gelu_prev->ptr, t.bias_grad_in->ptr};
+    case Pass::dgrad:
+      layer.dy = &dy, layer.w = &w, layer.dx = &dx;
+      layer_pass = epigemm::LayerPass::dgrad;
+      aux = t.pre_gelu_prev->ptr;
+      bias_grad = t.bias_grad_in->ptr;
       break;
-    case Pass::wgrad:  // dW = dY^T X: A = X (N), B = dY (T); m = in, n = out, k = tokens
-      g = {EPIGEMM_OP_N, EPIGEMM_OP_T, s.in, s.out, s.tokens, s.in, s.out, s.in,
-           t.x->ptr, t.dy->ptr, t.dw->ptr, nullptr, t.bias_grad_out->ptr};
+    case Pass::wgrad:
+      layer.x = &x, layer.dy = &dy, layer.dw = &dw;
+      layer_pass = epigemm::LayerPass::wgrad;
+      bias_grad = t.bias_grad_out->ptr;
       break;
   }
-  return g;
+  epigemm::GemmCall call;
+  if (!epigemm::map_layer_to_gemm(layer_pass, layer, &call).ok()) die("map_layer_to_gemm refused a public shape");
+  return GemmShape{call.transa, call.transb, call.gemm_m, call.gemm_n, call.gemm_k, call.a.ld, call.b.ld,
+                   call.d.ld, call.a.data, call.b.data, call.d.data, aux, bias_grad};
 }
 
 // The internal call (GEMM coordinates) for the variants run on a backend object directly.
@@ -279,7 +298,7 @@ struct ApiCall {
   epigemm_matrix_t a, b, d;
   epigemm_gemm_desc_t desc = nullptr;
 };
-ApiCall api_call(const epigemm::GemmCall& c) {
+ApiCall api_call(const epigemm::GemmCall& c, epigemm_backend_t backend = EPIGEMM_BACKEND_CUDA) {
   ApiCall api;
   auto mat = [](const epigemm::Matrix& m) {
     return epigemm_matrix_t{m.data, m.dtype, m.rows, m.cols, m.ld, m.memory};
@@ -290,7 +309,7 @@ ApiCall api_call(const epigemm::GemmCall& c) {
   epigemm_gemm_desc_create(&api.desc);
   epigemm_gemm_desc_set_transpose(api.desc, c.transa, c.transb);
   epigemm_gemm_desc_set_epilogue(api.desc, c.epilogue);
-  epigemm_gemm_desc_set_backend(api.desc, EPIGEMM_BACKEND_CUDA);
+  epigemm_gemm_desc_set_backend(api.desc, backend);
   if (c.has_bias) {
     const epigemm_vector_t v{c.bias.data, c.bias.dtype, c.bias.length, c.bias.memory};
     epigemm_gemm_desc_set_bias(api.desc, &v);
@@ -519,6 +538,8 @@ int main(int argc, char** argv) {
   if (!epigemm::cuda::query_kernel_tuning(&tuning).ok()) die("query_kernel_tuning failed");
 
   std::vector<Row> rows;
+
+  std::map<std::string, std::array<int64_t, 3>> gemm_dims_of;  // shape|pass -> gemm_m, gemm_n, gemm_k
   std::vector<Shape> shapes(std::begin(kPublicShapes), std::end(kPublicShapes));
   if (which == "small") shapes = {kPublicShapes[2], kPublicShapes[4]};
 
@@ -558,6 +579,7 @@ int main(int argc, char** argv) {
 
     for (Pass p : {Pass::fprop, Pass::dgrad, Pass::wgrad}) {
       const GemmShape g0 = gemm_shape(s, p, tsets[0]);
+      gemm_dims_of[sname + "|" + pass_name(p)] = {g0.m, g0.n, g0.k};
       // The floors: the plain GEMM into bf16 and into fp32.
       auto plain_gemm = [&](const GemmShape& g, void* out, cudaDataType_t out_type, int64_t ldo) {
         const float alpha = 1.0f, beta = 0.0f;
@@ -595,18 +617,29 @@ int main(int argc, char** argv) {
             die(std::string("workspace size: ") + epigemm_context_last_error(ctx));
           }
           epigemm_gemm_desc_destroy(api.desc);
+          for (epigemm_backend_t other : {EPIGEMM_BACKEND_CUBLASLT, EPIGEMM_BACKEND_AUTO}) {
+            ApiCall api_other = api_call(probe, other);
+            size_t other_bytes = 0;
+            if (epigemm_gemm_workspace_size(ctx, api_other.desc, &api_other.a, &api_other.b, &api_other.d,
+                                            &other_bytes) == EPIGEMM_STATUS_SUCCESS) {
+              ws_bytes = std::max(ws_bytes, other_bytes);
+            }
+            epigemm_gemm_desc_destroy(api_other.desc);
+          }
           ws_bytes = std::max({ws_bytes, inplace_backend->workspace_bytes(probe),
                                serial_backend->workspace_bytes(probe)});
         }
         DeviceBuffer ws(ws_bytes);
         std::vector<epigemm::GemmCall> calls;
-        std::vector<ApiCall> apis;
+        std::vector<ApiCall> apis, apis_cublaslt, apis_auto;
         std::vector<std::unique_ptr<LtCall>> lts;
         for (int r = 0; r < sets; ++r) {
           const GemmShape g = gemm_shape(s, p, tsets[size_t(r)]);
           calls.push_back(internal_call(g, e, tsets[size_t(r)], ws.ptr, ws_bytes, stream));
           if (!epigemm::validate_gemm_call(calls.back()).ok()) die("internal call does not validate");
           apis.push_back(api_call(calls.back()));
+          apis_cublaslt.push_back(api_call(calls.back(), EPIGEMM_BACKEND_CUBLASLT));
+          apis_auto.push_back(api_call(calls.back(), EPIGEMM_BACKEND_AUTO));
           lts.push_back(std::make_unique<LtCall>());
           lt_setup(lt, calls.back(), lts.back().get());
         }
@@ -618,6 +651,23 @@ int main(int argc, char** argv) {
           }
         };
         const bool lt_ok = lts[0]->found;
+        // The library's cublaslt backend and its dispatcher, through the public API. The
+        // backend may decline a case (docs/dispatch.md); auto always runs.
+        auto run_api = [&](const std::vector<ApiCall>& which, int rep) {
+          const ApiCall& a = which[size_t(rep % sets)];
+          if (epigemm_gemm(ctx, a.desc, &a.a, &a.b, &a.d, ws.ptr, ws_bytes, stream) != EPIGEMM_STATUS_SUCCESS) {
+            die(std::string("epigemm_gemm: ") + epigemm_context_last_error(ctx));
+          }
+        };
+        size_t probe_bytes = 0;
+        const bool backend_lt_ok =
+            epigemm_gemm_workspace_size(ctx, apis_cublaslt[0].desc, &apis_cublaslt[0].a, &apis_cublaslt[0].b,
+                                        &apis_cublaslt[0].d, &probe_bytes) == EPIGEMM_STATUS_SUCCESS;
+        const std::string lt_declined = backend_lt_ok ? "" : epigemm_context_last_error(ctx);
+        run_api(apis_auto, 0);
+        epigemm_backend_t auto_choice = EPIGEMM_BACKEND_AUTO;
+        epigemm_context_last_backend(ctx, &auto_choice, nullptr);
+        const std::string auto_note = std::string("auto ran ") + epigemm_backend_name(auto_choice);
 
         // Correctness before timing: the cuda backend against cuBLASLt on set 0 (two independent
         // implementations; the unit tests compare with the reference backend).
@@ -660,6 +710,12 @@ int main(int argc, char** argv) {
           });
           names.push_back("lt_fused");
         }
+        if (backend_lt_ok) {
+          fns.push_back([&](int rep) { run_api(apis_cublaslt, rep); });
+          names.push_back("cublaslt");
+        }
+        fns.push_back([&](int rep) { run_api(apis_auto, rep); });
+        names.push_back("auto");
         if (e != EPIGEMM_EPILOGUE_DEFAULT && e != EPIGEMM_EPILOGUE_BGRADB) {
           fns.push_back([&](int rep) {
             if (!inplace_backend->run(calls[size_t(rep % sets)]).ok()) die("cuda_inplace run failed");
@@ -678,7 +734,13 @@ int main(int argc, char** argv) {
         rows.push_back({sname, pass_name(p), ename, "case_floor", floor_ms, 1.0, NAN, NAN, ""});
         for (size_t v = 1; v < names.size(); ++v) {
           rows.push_back({sname, pass_name(p), ename, names[v], medians[v], medians[v] / floor_ms, fb, NAN,
-                          names[v] == "cuda" || names[v] == "lt_fused" ? check : ""});
+                          names[v] == "cuda" || names[v] == "lt_fused" ? check
+                          : names[v] == "auto"                          ? auto_note
+                                                                        : ""});
+        }
+        if (!backend_lt_ok) {
+          rows.push_back({sname, pass_name(p), ename, "cublaslt", NAN, NAN, fb, NAN,
+                          "declined: " + lt_declined});
         }
         if (!lt_ok) rows.push_back({sname, pass_name(p), ename, "lt_fused", NAN, NAN, fb, NAN, "no cuBLASLt algorithm"});
 
@@ -757,7 +819,9 @@ int main(int argc, char** argv) {
             }
           }
         }
-        for (auto& a : apis) epigemm_gemm_desc_destroy(a.desc);
+        for (auto* list : {&apis, &apis_cublaslt, &apis_auto}) {
+          for (auto& a : *list) epigemm_gemm_desc_destroy(a.desc);
+        }
         std::printf("  %s %s: cuda %.4f ms (%.3f x floor), %s\n", pass_name(p), ename, cuda_ms, cuda_ms / floor_ms,
                     check.c_str());
         std::fflush(stdout);
@@ -775,10 +839,11 @@ int main(int argc, char** argv) {
   const std::string csv_path = out_dir + "/bench_gpu.csv";
   std::ofstream csv(csv_path);
   csv << "# " << header.str() << "; copy " << fmt(copy_tbps) << " TB/s\n";
-  csv << "shape,pass,epilogue,variant,ms,ratio_to_floor,bytes,bandwidth_tbps_or_tflops,fraction_of_copy,note\n";
+  csv << "shape,pass,gemm_m,gemm_n,gemm_k,epilogue,variant,ms,ratio_to_floor,bytes,bandwidth_tbps_or_tflops,fraction_of_copy,note\n";
   for (const Row& r : rows) {
     const bool kernel = r.variant.rfind("kernel", 0) == 0;
-    csv << '"' << r.shape << "\"," << r.pass << "," << r.epilogue << "," << r.variant << "," << fmt(r.ms, 5) << ","
+    const std::array<int64_t, 3> dims = gemm_dims_of[r.shape + "|" + r.pass];
+    csv << '"' << r.shape << "\"," << r.pass << "," << dims[0] << "," << dims[1] << "," << dims[2] << "," << r.epilogue << "," << r.variant << "," << fmt(r.ms, 5) << ","
         << fmt(r.ratio_to_floor, 4) << "," << fmt(r.bytes, 0) << "," << fmt(r.bandwidth, 3) << ","
         << (kernel ? fmt(r.bandwidth / copy_tbps, 3) : std::string("")) << "," << r.check << "\n";
   }
@@ -855,6 +920,46 @@ int main(int argc, char** argv) {
                 fmt(r.bandwidth).c_str(), fmt(r.bandwidth / copy_tbps).c_str(),
                 best == &r ? "this" : best->variant.c_str(), fmt(best->bandwidth / copy_tbps).c_str());
   }
+
+  // ---- the dispatcher (issue 5): auto against the better of cuda and cublaslt, and against
+  // cuBLASLt's fused epilogue called directly, over every epilogue case but DEFAULT ----
+  std::ostringstream dmd;
+  dmd << "# epigemm dispatch: auto against cuda, cublaslt and cuBLASLt fused (bf16)\n\n" << header.str() << ".\n\n"
+      << "`auto / best` = auto's time over the faster of the cuda and cublaslt backends (target <= 1.03). "
+         "`lt / auto` = cuBLASLt's fused epilogue called directly over auto (> 1: auto is faster).\n\n"
+      << "| shape (tok,in,out) | pass | epilogue | cuda ms | cublaslt ms | lt fused ms | auto ms | auto ran | auto / best | lt / auto |\n"
+      << "|---|---|---|---|---|---|---|---|---|---|\n";
+  std::printf("\n%-18s %-6s %-14s %8s %8s %8s %8s %-9s %9s %8s\n", "shape", "pass", "epilogue", "cuda", "cublaslt",
+              "lt_fused", "auto", "auto ran", "auto/best", "lt/auto");
+  double log_sum = 0.0, worst_auto = 0.0;
+  int cases = 0;
+  for (const Row& r : rows) {
+    if (r.variant != "auto" || r.epilogue == "DEFAULT") continue;
+    const std::string key = r.shape + "|" + r.pass + "|" + r.epilogue + "|";
+    auto ms_of = [&](const char* variant) { return by_key.count(key + variant) ? by_key[key + variant]->ms : NAN; };
+    const double cuda_ms = ms_of("cuda"), backend_lt_ms = ms_of("cublaslt"), lt_ms = ms_of("lt_fused");
+    const double best = std::isnan(backend_lt_ms) ? cuda_ms : std::min(cuda_ms, backend_lt_ms);
+    const double auto_over_best = r.ms / best, lt_over_auto = lt_ms / r.ms;
+    const std::string ran = r.check.size() > 9 ? r.check.substr(9) : r.check;  // "auto ran X"
+    if (!std::isnan(lt_over_auto)) {
+      log_sum += std::log(lt_over_auto);
+      ++cases;
+    }
+    worst_auto = std::max(worst_auto, auto_over_best);
+    dmd << "| " << r.shape << " | " << r.pass << " | " << r.epilogue << " | " << fmt(cuda_ms, 4) << " | "
+        << fmt(backend_lt_ms, 4) << " | " << fmt(lt_ms, 4) << " | " << fmt(r.ms, 4) << " | " << ran << " | "
+        << fmt(auto_over_best) << " | " << fmt(lt_over_auto) << " |\n";
+    std::printf("%-18s %-6s %-14s %8s %8s %8s %8s %-9s %9s %8s\n", r.shape.c_str(), r.pass.c_str(), r.epilogue.c_str(),
+                fmt(cuda_ms, 4).c_str(), fmt(backend_lt_ms, 4).c_str(), fmt(lt_ms, 4).c_str(), fmt(r.ms, 4).c_str(),
+                ran.c_str(), fmt(auto_over_best).c_str(), fmt(lt_over_auto).c_str());
+  }
+  const double geomean = cases ? std::exp(log_sum / cases) : NAN;
+  dmd << "\nOver " << cases << " epilogue cases: geometric mean of (cuBLASLt fused / auto) = " << fmt(geomean)
+      << " (target >= 1.04); worst auto / best = " << fmt(worst_auto) << " (target <= 1.03).\n";
+  std::ofstream(out_dir + "/bench_dispatch.md") << dmd.str();
+  std::printf("dispatch over %d epilogue cases: geomean lt_fused/auto %s (target >= 1.04), worst auto/best %s (target <= 1.03)\n",
+              cases, fmt(geomean).c_str(), fmt(worst_auto).c_str());
+
   epigemm_context_destroy(ctx);
   cublasLtDestroy(lt);
   cublasDestroy(blas);
