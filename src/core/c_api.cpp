@@ -381,8 +381,12 @@ epigemm_status_t epigemm_linear_workspace_size(epigemm_context_t ctx, int64_t to
         } else {
           call.has_aux = false;
         }
+        // A requested backend that declines one of the passes needs no workspace for it: that
+        // call will itself answer NOT_SUPPORTED.
         size_t needed = 0;
-        EPIGEMM_RETURN_IF_ERROR(context.workspace_bytes(call, &needed));
+        const Status sized = context.workspace_bytes(call, &needed);
+        if (sized.code() == EPIGEMM_STATUS_NOT_SUPPORTED && call.backend != EPIGEMM_BACKEND_AUTO) continue;
+        EPIGEMM_RETURN_IF_ERROR(sized);
         most = std::max(most, needed);
       }
     }

@@ -1,0 +1,380 @@
+// The classic TransformerEngine-style call (epigemm_classic_gemm) and the layer-level calls
+// (epigemm_linear_fprop / dgrad / wgrad), on every target.
+//
+// Classic call: every row of SPEC §2's decision table (the "any" row with grad = 0 and 1). Each
+// row's outputs are compared with the naive expected result of the epilogue the table names AND
+// bitwise with the equivalent description call, so a wrong row mapping fails either way. With
+// grad = 1 the `bias` argument is an output (the bias gradient, overwritten); accumulate means
+// beta = 1. Bias lengths: forward bias gemm_m, DGELU_BGRAD's gradient gemm_m, BGRADB's gemm_n;
+// the shapes are non-square so an m / n mix-up is refused or computes the wrong thing.
+//
+// Layer calls: against a naive computation in layer coordinates written here (row-major,
+// Y = X W^T + b, dX = dY W, dW = dY^T X), with row strides larger than the columns.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "harness/harness.hpp"
+
+namespace epigemm_test {
+namespace {
+
+constexpr epigemm_dtype_t F32 = EPIGEMM_DTYPE_F32, F16 = EPIGEMM_DTYPE_F16, BF16 = EPIGEMM_DTYPE_BF16;
+
+struct ClassicRow {
+  bool bias, pre_gelu;
+  int grad;
+  epigemm_epilogue_t epilogue;  // what SPEC §2's table says the row means
+};
+
+// SPEC §2: (bias given, pre_gelu_out given, grad) -> epilogue.
+const ClassicRow kRows[] = {
+    {false, false, 0, EPIGEMM_EPILOGUE_DEFAULT},  {false, false, 1, EPIGEMM_EPILOGUE_DEFAULT},
+    {true, false, 0, EPIGEMM_EPILOGUE_BIAS},      {true, false, 1, EPIGEMM_EPILOGUE_BGRADB},
+    {false, true, 0, EPIGEMM_EPILOGUE_GELU_AUX},  {false, true, 1, EPIGEMM_EPILOGUE_DGELU},
+    {true, true, 0, EPIGEMM_EPILOGUE_GELU_AUX_BIAS}, {true, true, 1, EPIGEMM_EPILOGUE_DGELU_BGRAD}};
+
+std::string row_str(const ClassicRow& row) {
+  return std::string("bias=") + (row.bias ? "yes" : "no") + " pre_gelu_out=" +
+         (row.pre_gelu ? "yes" : "no") + " grad=" + std::to_string(row.grad) + " -> " +
+         epigemm_epilogue_name(row.epilogue);
+}
+
+// The classic call for a row: `bias` is the case's bias (forward) or its bias_grad (grad = 1),
+// pre_gelu_out the case's aux; accumulate = (beta != 0). NULL for what the row does not give.
+Invoke classic_invoke(const ClassicRow& row) {
+  return [row](epigemm_context_t ctx, const GemmCase& c, const OperandViews& v, void* workspace,
+               size_t workspace_bytes, void* stream) {
+    EXPECT_EQ(epigemm_context_set_backend(ctx, c.target.backend), EPIGEMM_STATUS_SUCCESS);
+    EXPECT_EQ(epigemm_context_set_allow_tf32(ctx, c.allow_tf32 ? 1 : 0), EPIGEMM_STATUS_SUCCESS);
+    const epigemm_vector_t* bias = nullptr;
+    if (row.bias) bias = row.grad ? &v.bias_grad : &v.bias;
+    const epigemm_matrix_t* pre_gelu_out = row.pre_gelu ? &v.aux : nullptr;
+    return epigemm_classic_gemm(ctx, &v.a, &v.b, &v.d, bias, pre_gelu_out, c.transa, c.transb,
+                                row.grad, workspace, workspace_bytes, c.beta != 0.0f ? 1 : 0, stream);
+  };
+}
+
+class ClassicCall : public ::testing::TestWithParam<Target> {};
+
+TEST_P(ClassicCall, DecisionTableRows) {
+  const Target& target = GetParam();
+  Context ctx;
+  EPIGEMM_SKIP_IF_UNUSABLE(ctx, target);
+  const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+
+  struct Setup {
+    int64_t m, n, k;
+    epigemm_op_t transa, transb;
+    epigemm_dtype_t ab, d, bias, aux;
+    bool accumulate;
+    int64_t pad;
+    bool misaligned, stale;
+  };
+  // Non-square throughout (m != n != k) so bias lengths gemm_m and gemm_n differ.
+  const Setup setups[] = {
+      {23, 41, 13, EPIGEMM_OP_T, EPIGEMM_OP_N, F32, F32, F32, F32, false, 0, false, false},
+      {37, 19, 29, EPIGEMM_OP_N, EPIGEMM_OP_T, BF16, F32, F16, BF16, true, 3, true, true},
+      {11, 53, 7, EPIGEMM_OP_N, EPIGEMM_OP_N, F16, F16, BF16, F32, true, 1, false, false},
+  };
+  uint64_t index = 0;
+  for (const ClassicRow& row : kRows) {
+    for (const Setup& s : setups) {
+      GemmCase c;
+      c.target = target;
+      c.epilogue = row.epilogue;
+      c.transa = s.transa;
+      c.transb = s.transb;
+      c.ab_dtype = s.ab;
+      c.d_dtype = s.d;
+      c.bias_dtype = s.bias;
+      c.bias_grad_dtype = s.bias;  // with grad the classic bias is the gradient, in its dtype
+      c.aux_dtype = s.aux;
+      c.beta = s.accumulate ? 1.0f : 0.0f;  // accumulate means beta = 1 (alpha = 1)
+      c.gemm_m = s.m;
+      c.gemm_n = s.n;
+      c.gemm_k = s.k;
+      if (s.pad > 0) c.padded(s.pad);
+      c.misaligned = s.misaligned;
+      c.stale_outputs = s.stale;
+      c.seed = case_seed(name, index++);
+      SCOPED_TRACE("classic row: " + row_str(row) + " accumulate=" + std::to_string(s.accumulate));
+      SCOPED_TRACE(c.describe());
+
+      // 1. The classic call against the naive result of the epilogue the table names.
+      const CaseRun classic = run_case(ctx, c, classic_invoke(row));
+      ASSERT_TRUE(classic.ok);
+      check_outputs(c, classic, naive_expected(c, classic.before));
+
+      // 2. Bitwise the same as the equivalent description call on the same inputs and backend.
+      const CaseRun described = run_case(ctx, c);
+      ASSERT_TRUE(described.ok);
+      EXPECT_EQ(classic.ran, described.ran);
+      expect_bitwise_equal("D (classic vs description)", classic.after.d, described.after.d);
+      if (c.aux_is_output()) {
+        expect_bitwise_equal("pre_gelu_out (classic vs description)", classic.after.aux, described.after.aux);
+      }
+      if (c.has_bias_grad()) {
+        expect_bitwise_equal("bias as the bias gradient (classic vs description)",
+                             classic.after.bias_grad, described.after.bias_grad);
+      }
+
+      // 3. The bias-length rule: a bias of the other dimension's length (gemm_n where the row
+      //    needs gemm_m, gemm_m where it needs gemm_n) is refused, naming the bias.
+      if (row.bias) {
+        const bool over_n = row.epilogue == EPIGEMM_EPILOGUE_BGRADB;
+        const int64_t needed = over_n ? c.gemm_n : c.gemm_m, swapped = over_n ? c.gemm_m : c.gemm_n;
+        Tensor wrong_buffer = Tensor::vector(s.bias, swapped, false);
+        Rng rng(c.seed);
+        wrong_buffer.fill_uniform(rng, -1.0, 1.0);
+        if (target.memory == EPIGEMM_MEMORY_DEVICE) wrong_buffer.upload();
+        const epigemm_vector_t wrong = wrong_buffer.as_vector(target.memory);
+        const OperandViews v = OperandViews::of(c, classic.after, target.memory);
+        const epigemm_status_t status = epigemm_classic_gemm(
+            ctx, &v.a, &v.b, &v.d, &wrong, row.pre_gelu ? &v.aux : nullptr, c.transa, c.transb,
+            row.grad, nullptr, 0, s.accumulate ? 1 : 0, nullptr);
+        EXPECT_EQ(status, EPIGEMM_STATUS_INVALID_VALUE)
+            << "a bias of length " << swapped << " was not refused; "
+            << epigemm_epilogue_name(row.epilogue) << " needs "
+            << (over_n ? "gemm_n = " : "gemm_m = ") << needed;
+        EXPECT_NE(std::strstr(epigemm_context_last_error(ctx), "bias"), nullptr)
+            << "message: " << epigemm_context_last_error(ctx);
+      }
+      if (HasFailure()) return;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTargets, ClassicCall, ::testing::ValuesIn(all_targets()),
+                         [](const ::testing::TestParamInfo<Target>& info) { return info.param.name(); });
+
+// ---- layer level -----------------------------------------------------------------------------
+
+struct LayerDtypes {
+  epigemm_dtype_t in;    // X, W, dY (the GEMM inputs)
+  epigemm_dtype_t out;   // Y, dX, dW
+  epigemm_dtype_t side;  // bias, pre_gelu, bias_grad
+};
+const LayerDtypes kLayerDtypes[] = {{F32, F32, F32}, {BF16, F32, F16}, {F16, F16, BF16}};
+
+// tokens, in_features, out_features: all different, none a multiple of 8.
+constexpr int64_t kTokens = 29, kIn = 19, kOut = 11;
+
+class LinearLayer : public ::testing::TestWithParam<Target> {
+ protected:
+  void SetUp() override { EPIGEMM_SKIP_IF_UNUSABLE(ctx_, GetParam()); }
+  Tolerance tolerance(const LayerDtypes& dt, epigemm_dtype_t storage) const {
+    return tolerance_for(compute_precision(dt.in, false), storage);
+  }
+  Context ctx_;
+};
+
+TEST_P(LinearLayer, Fprop) {
+  const Target& target = GetParam();
+  const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  uint64_t index = 0;
+  for (const LayerDtypes& dt : kLayerDtypes) {
+    for (const bool with_bias : {false, true}) {
+      for (const bool with_gelu : {false, true}) {
+        const uint64_t seed = case_seed(name, index++);
+        SCOPED_TRACE(::testing::Message() << "fprop in=" << dtype_str(dt.in) << " out=" << dtype_str(dt.out)
+                                          << " side=" << dtype_str(dt.side) << " bias=" << with_bias
+                                          << " gelu=" << with_gelu << " seed=" << seed << " ("
+                                          << replay_hint() << ")");
+        Rng rng(seed);
+        // Row strides larger than the columns, each by a different amount.
+        Tensor x = row_major_tensor(dt.in, kTokens, kIn, kIn + 3, false);
+        Tensor w = row_major_tensor(dt.in, kOut, kIn, kIn + 5, true);
+        Tensor bias = Tensor::vector(dt.side, kOut, false);
+        Tensor pre = row_major_tensor(dt.side, kTokens, kOut, kOut + 4, false);
+        Tensor y = row_major_tensor(dt.out, kTokens, kOut, kOut + 2, false);
+        x.fill_uniform(rng, -1.0, 1.0);
+        w.fill_uniform(rng, -1.0, 1.0);
+        bias.fill_uniform(rng, -1.0, 1.0);
+        const Tensor x0 = x, w0 = w, bias0 = bias, pre0 = pre, y0 = y;
+
+        // Y[t, o] = act(sum_i X[t, i] W[o, i] + b[o]); pre_gelu = the argument of act.
+        // Magnitudes (the tolerance's floor, see Expected): the same sums of absolute values.
+        std::vector<double> want_y(kTokens * kOut), want_pre(kTokens * kOut);
+        std::vector<double> mag_y(kTokens * kOut), mag_pre(kTokens * kOut);
+        for (int64_t t = 0; t < kTokens; ++t) {
+          for (int64_t o = 0; o < kOut; ++o) {
+            double z = with_bias ? bias.get(o, 0) : 0.0, mag = std::fabs(z);
+            for (int64_t i = 0; i < kIn; ++i) {
+              z += rm_get(x, t, i) * rm_get(w, o, i);
+              mag += std::fabs(rm_get(x, t, i) * rm_get(w, o, i));
+            }
+            want_pre[t * kOut + o] = z;
+            mag_pre[t * kOut + o] = mag;
+            want_y[t * kOut + o] = with_gelu ? double(golden_gelu(z)) : z;
+            mag_y[t * kOut + o] =
+                with_gelu ? std::fabs(double(golden_gelu_grad(z))) * mag + std::fabs(want_y[t * kOut + o]) : mag;
+          }
+        }
+        const bool ok = run_layer_call(
+            ctx_, target, {&x, &w, &bias, &pre, &y}, kTokens, kIn, kOut, dt.in,
+            [&](epigemm_memory_t memory, void* ws, size_t bytes, void* stream) {
+              const epigemm_tensor_t X = x.row_major(memory), W = w.row_major(memory);
+              const epigemm_tensor_t P = pre.row_major(memory), Y = y.row_major(memory);
+              const epigemm_vector_t b = bias.as_vector(memory);
+              return epigemm_linear_fprop(ctx_, &X, &W, with_bias ? &b : nullptr,
+                                          with_gelu ? &P : nullptr, &Y, ws, bytes, stream);
+            });
+        ASSERT_TRUE(ok);
+        expect_unchanged("X", x0, x);
+        expect_unchanged("W", w0, w);
+        expect_unchanged("bias", bias0, bias);
+        expect_output("Y", y0, y, want_y, mag_y, tolerance(dt, dt.out));
+        if (with_gelu) {
+          expect_output("pre_gelu", pre0, pre, want_pre, mag_pre, tolerance(dt, dt.side));
+        } else {
+          expect_unchanged("pre_gelu (not given)", pre0, pre);
+        }
+        if (HasFailure()) return;
+      }
+    }
+  }
+}
+
+TEST_P(LinearLayer, Dgrad) {
+  const Target& target = GetParam();
+  const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  uint64_t index = 0;
+  for (const LayerDtypes& dt : kLayerDtypes) {
+    // (pre_gelu, bias_grad): plain, through the GELU, through the GELU with the bias gradient.
+    for (const int variant : {0, 1, 2}) {
+      const bool with_gelu = variant >= 1, with_bias_grad = variant == 2;
+      const uint64_t seed = case_seed(name, index++);
+      SCOPED_TRACE(::testing::Message() << "dgrad in=" << dtype_str(dt.in) << " out=" << dtype_str(dt.out)
+                                        << " side=" << dtype_str(dt.side) << " pre_gelu=" << with_gelu
+                                        << " bias_grad=" << with_bias_grad << " seed=" << seed << " ("
+                                        << replay_hint() << ")");
+      Rng rng(seed);
+      Tensor dy = row_major_tensor(dt.in, kTokens, kOut, kOut + 3, false);
+      Tensor w = row_major_tensor(dt.in, kOut, kIn, kIn + 1, false);
+      Tensor pre = row_major_tensor(dt.side, kTokens, kIn, kIn + 5, true);
+      Tensor bias_grad = Tensor::vector(dt.side, kIn, false);
+      Tensor dx = row_major_tensor(dt.out, kTokens, kIn, kIn + 2, false);
+      dy.fill_uniform(rng, -1.0, 1.0);
+      w.fill_uniform(rng, -1.0, 1.0);
+      pre.fill_uniform(rng, -4.0, 4.0);
+      const Tensor dy0 = dy, w0 = w, pre0 = pre, bias_grad0 = bias_grad, dx0 = dx;
+
+      // dX[t, i] = (sum_o dY[t, o] W[o, i]) * gelu'(pre_gelu[t, i]); bias_grad[i] = sum_t dX[t, i].
+      std::vector<double> want_dx(kTokens * kIn), want_bias_grad(kIn, 0.0);
+      std::vector<double> mag_dx(kTokens * kIn), mag_bias_grad(kIn, 0.0);
+      for (int64_t t = 0; t < kTokens; ++t) {
+        for (int64_t i = 0; i < kIn; ++i) {
+          double g = 0.0, mag = 0.0;
+          for (int64_t o = 0; o < kOut; ++o) {
+            g += rm_get(dy, t, o) * rm_get(w, o, i);
+            mag += std::fabs(rm_get(dy, t, o) * rm_get(w, o, i));
+          }
+          if (with_gelu) {
+            const double p = rm_get(pre, t, i);
+            mag = mag * std::fabs(double(golden_gelu_grad(p))) +
+                  std::fabs(g) * double(golden_gelu_grad_terms(p));
+            g *= double(golden_gelu_grad(p));
+          }
+          want_dx[t * kIn + i] = g;
+          mag_dx[t * kIn + i] = mag;
+          want_bias_grad[i] += g;
+          mag_bias_grad[i] += mag;
+        }
+      }
+      const bool ok = run_layer_call(
+          ctx_, target, {&dy, &w, &pre, &bias_grad, &dx}, kTokens, kIn, kOut, dt.in,
+          [&](epigemm_memory_t memory, void* ws, size_t bytes, void* stream) {
+            const epigemm_tensor_t DY = dy.row_major(memory), W = w.row_major(memory);
+            const epigemm_tensor_t P = pre.row_major(memory), DX = dx.row_major(memory);
+            const epigemm_vector_t bg = bias_grad.as_vector(memory);
+            return epigemm_linear_dgrad(ctx_, &DY, &W, with_gelu ? &P : nullptr,
+                                        with_bias_grad ? &bg : nullptr, &DX, ws, bytes, stream);
+          });
+      ASSERT_TRUE(ok);
+      expect_unchanged("dY", dy0, dy);
+      expect_unchanged("W", w0, w);
+      expect_unchanged("pre_gelu", pre0, pre);
+      expect_output("dX", dx0, dx, want_dx, mag_dx, tolerance(dt, dt.out));
+      if (with_bias_grad) {
+        expect_output("bias_grad (length in_features)", bias_grad0, bias_grad, want_bias_grad,
+                      mag_bias_grad, tolerance(dt, dt.side));
+      } else {
+        expect_unchanged("bias_grad (not given)", bias_grad0, bias_grad);
+      }
+      if (HasFailure()) return;
+    }
+  }
+}
+
+TEST_P(LinearLayer, Wgrad) {
+  const Target& target = GetParam();
+  const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  uint64_t index = 0;
+  for (const LayerDtypes& dt : kLayerDtypes) {
+    for (const bool accumulate : {false, true}) {
+      for (const bool with_bias_grad : {false, true}) {
+        const uint64_t seed = case_seed(name, index++);
+        SCOPED_TRACE(::testing::Message() << "wgrad in=" << dtype_str(dt.in) << " out=" << dtype_str(dt.out)
+                                          << " side=" << dtype_str(dt.side) << " accumulate=" << accumulate
+                                          << " bias_grad=" << with_bias_grad << " seed=" << seed
+                                          << " (" << replay_hint() << ")");
+        Rng rng(seed);
+        Tensor x = row_major_tensor(dt.in, kTokens, kIn, kIn + 2, true);
+        Tensor dy = row_major_tensor(dt.in, kTokens, kOut, kOut + 1, false);
+        Tensor dw = row_major_tensor(dt.out, kOut, kIn, kIn + 3, false);
+        Tensor bias_grad = Tensor::vector(dt.side, kOut, false);
+        x.fill_uniform(rng, -1.0, 1.0);
+        dy.fill_uniform(rng, -1.0, 1.0);
+        if (accumulate) dw.fill_uniform(rng, -1.0, 1.0);  // otherwise poison: must not be read
+        const Tensor x0 = x, dy0 = dy, dw0 = dw, bias_grad0 = bias_grad;
+
+        // dW[o, i] = sum_t dY[t, o] X[t, i] (+ dW_old[o, i]); bias_grad[o] = sum_t dY[t, o].
+        std::vector<double> want_dw(kOut * kIn), want_bias_grad(kOut, 0.0);
+        std::vector<double> mag_dw(kOut * kIn), mag_bias_grad(kOut, 0.0);
+        for (int64_t o = 0; o < kOut; ++o) {
+          for (int64_t i = 0; i < kIn; ++i) {
+            double g = accumulate ? rm_get(dw, o, i) : 0.0, mag = std::fabs(g);
+            for (int64_t t = 0; t < kTokens; ++t) {
+              g += rm_get(dy, t, o) * rm_get(x, t, i);
+              mag += std::fabs(rm_get(dy, t, o) * rm_get(x, t, i));
+            }
+            want_dw[o * kIn + i] = g;
+            mag_dw[o * kIn + i] = mag;
+          }
+          for (int64_t t = 0; t < kTokens; ++t) {
+            want_bias_grad[o] += rm_get(dy, t, o);
+            mag_bias_grad[o] += std::fabs(rm_get(dy, t, o));
+          }
+        }
+        const bool ok = run_layer_call(
+            ctx_, target, {&x, &dy, &dw, &bias_grad}, kTokens, kIn, kOut, dt.in,
+            [&](epigemm_memory_t memory, void* ws, size_t bytes, void* stream) {
+              const epigemm_tensor_t X = x.row_major(memory), DY = dy.row_major(memory);
+              const epigemm_tensor_t DW = dw.row_major(memory);
+              const epigemm_vector_t bg = bias_grad.as_vector(memory);
+              return epigemm_linear_wgrad(ctx_, &X, &DY, &DW, accumulate ? 1 : 0,
+                                          with_bias_grad ? &bg : nullptr, ws, bytes, stream);
+            });
+        ASSERT_TRUE(ok);
+        expect_unchanged("X", x0, x);
+        expect_unchanged("dY", dy0, dy);
+        expect_output("dW", dw0, dw, want_dw, mag_dw, tolerance(dt, dt.out));
+        if (with_bias_grad) {
+          expect_output("bias_grad (length out_features)", bias_grad0, bias_grad, want_bias_grad,
+                        mag_bias_grad, tolerance(dt, dt.side));
+        } else {
+          expect_unchanged("bias_grad (not given)", bias_grad0, bias_grad);
+        }
+        if (HasFailure()) return;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTargets, LinearLayer, ::testing::ValuesIn(all_targets()),
+                         [](const ::testing::TestParamInfo<Target>& info) { return info.param.name(); });
+
+}  // namespace
+}  // namespace epigemm_test
