@@ -48,7 +48,7 @@ step "configure + build ($(nproc) cores)"
 GTEST_ARG=()
 if [ -d "$ROOT/.gtest-src" ]; then GTEST_ARG=(-DEPIGEMM_GTEST_SOURCE_DIR="$ROOT/.gtest-src"); fi
 if ! { cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEPIGEMM_WITH_CUDA=ON "${GTEST_ARG[@]}" &&
-       cmake --build "$BUILD" -j"$(nproc)" --target epigemm_tests epigemm_bench_gpu; } > "$OUT/build.log" 2>&1; then
+       cmake --build "$BUILD" -j"$(nproc)" --target epigemm_tests epigemm_bench_gpu epigemm_cli; } > "$OUT/build.log" 2>&1; then
   tail -40 "$OUT/build.log"
   echo "BUILD FAILED (full log: $OUT/build.log)"
   exit 1
@@ -64,27 +64,41 @@ grep -E '^\[  (FAILED|SKIPPED) ' "$OUT/tests.log" | head -20
 
 step "benchmark"
 # shellcheck disable=SC2086
-timeout 150 "$BENCH" --out "$OUT" $BENCH_ARGS >> "$OUT/bench.log" 2>&1
+timeout 240 "$BENCH" --out "$OUT" $BENCH_ARGS >> "$OUT/bench.log" 2>&1
 BENCH_RC=$?
+
+step "the main job on the GPU: epigemm demo (bf16, fp32) and epigemm check"
+CLI=$BUILD/tools/epigemm
+{ timeout 60 "$CLI" demo --dtype bf16; echo "demo bf16 rc $?"
+  timeout 60 "$CLI" demo --dtype fp32; echo "demo fp32 rc $?"
+  timeout 60 "$CLI" check; echo "check rc $?"
+  "$CLI" info; } > "$OUT/demo.log" 2>&1
+grep -E "rc [0-9]+$|^loss over|^result" "$OUT/demo.log"
 
 step "compute-sanitizer memcheck: $MEMCHECK_FILTER"
 timeout 120 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 99 \
-  "$TESTS" --gtest_filter="$MEMCHECK_FILTER" > "$OUT/memcheck.log" 2>&1
+  "$TESTS" --gtest_filter="$MEMCHECK_FILTER" > "$OUT/sanitizers.memcheck.log" 2>&1
 MEMCHECK_RC=$?
-tail -3 "$OUT/memcheck.log"
+tail -3 "$OUT/sanitizers.memcheck.log"
 
 step "compute-sanitizer racecheck: $RACECHECK_FILTER"
 timeout 90 compute-sanitizer --tool racecheck --error-exitcode 99 \
-  "$TESTS" --gtest_filter="$RACECHECK_FILTER" > "$OUT/racecheck.log" 2>&1
+  "$TESTS" --gtest_filter="$RACECHECK_FILTER" > "$OUT/sanitizers.racecheck.log" 2>&1
 RACECHECK_RC=$?
-tail -3 "$OUT/racecheck.log"
+tail -3 "$OUT/sanitizers.racecheck.log"
 
+
+# At most 8 files come back from the GPU machine: one sanitizer log.
+cat "$OUT/sanitizers.memcheck.log" "$OUT/sanitizers.racecheck.log" > "$OUT/sanitizers.log"
+MEMCHECK_SUMMARY="$(counts "$OUT/sanitizers.memcheck.log"), $(grep -E 'ERROR SUMMARY' "$OUT/sanitizers.memcheck.log" | tail -1)"
+RACECHECK_SUMMARY="$(counts "$OUT/sanitizers.racecheck.log"), $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/sanitizers.racecheck.log" | tail -1)"
+rm -f "$OUT/sanitizers.memcheck.log" "$OUT/sanitizers.racecheck.log"
 
 echo
-echo "results and logs in $OUT: build.log tests.log memcheck.log racecheck.log bench.log bench_gpu.csv bench_gpu.md"
+echo "results and logs in $OUT: build.log tests.log sanitizers.log demo.log bench.log bench_gpu.csv bench_gpu.md bench_dispatch.md"
 echo "tests:     rc $TESTS_RC, $(counts "$OUT/tests.log")"
-echo "memcheck:  rc $MEMCHECK_RC, $(counts "$OUT/memcheck.log"), $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
-echo "racecheck: rc $RACECHECK_RC, $(counts "$OUT/racecheck.log"), $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.log" | tail -1)"
+echo "memcheck:  rc $MEMCHECK_RC, $MEMCHECK_SUMMARY"
+echo "racecheck: rc $RACECHECK_RC, $RACECHECK_SUMMARY"
 echo "bench:     rc $BENCH_RC"
 sed -n '/^copy /,$p' "$OUT/bench.log"
 [ $TESTS_RC -eq 0 ] && [ $MEMCHECK_RC -eq 0 ] && [ $RACECHECK_RC -eq 0 ] && [ $BENCH_RC -eq 0 ]
