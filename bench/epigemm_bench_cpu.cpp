@@ -8,8 +8,9 @@
 //                                                 floor of the pass is the fastest of them)
 //   cpu                 the cpu backend through the public layer-level C API, every epilogue of
 //                       the pass
-//   cpu[unfused]        the backend with one panel (the whole GEMM, then the epilogue over all
-//                       of D), for the pass's full epilogue: what the panels buy
+//   cpu[panel=W]        the backend with panels of W columns (GEMM then epilogue per panel)
+//                       instead of one panel, for the pass's full epilogue: what panels buy
+//                       (512 always, more widths with --panels)
 //   cpu[openblas]       the backend on OpenBLAS instead of oneDNN, full epilogue
 //   onednn-matmul-fused oneDNN matmul with a bias and/or gelu_tanh post-op (fprop only; it has no
 //                       aux output, so it does less work than GELU_AUX(_BIAS))
@@ -427,9 +428,9 @@ int main(int argc, char** argv) {
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream strm(eng);
 
-  epigemm::CpuBackendOptions unfused_options;
-  unfused_options.panel_columns = int64_t(1) << 40;
-  auto unfused = epigemm::create_cpu_backend(unfused_options);
+  epigemm::CpuBackendOptions panel_options;
+  panel_options.panel_columns = 512;
+  auto paneled = epigemm::create_cpu_backend(panel_options);
   epigemm::CpuBackendOptions openblas_options;
   openblas_options.engine = epigemm::CpuGemmEngine::openblas;
   auto on_openblas = epigemm::create_cpu_backend(openblas_options);
@@ -438,7 +439,7 @@ int main(int argc, char** argv) {
     std::unique_ptr<epigemm::Backend> backend;
   };
   std::vector<Variant> variants;
-  variants.push_back({"cpu[unfused]", std::move(unfused)});
+  variants.push_back({"cpu[panel=512]", std::move(paneled)});
   variants.push_back({"cpu[openblas]", std::move(on_openblas)});
   for (int64_t w : opt.panel_widths) {
     epigemm::CpuBackendOptions o;

@@ -2,7 +2,11 @@
 // the workspace, the threads. Formulas: docs/conventions.md; design and numbers:
 // docs/cpu_backend.md.
 //
-// For a panel of w columns starting at column j0 (D[:, j0:j0+w], gemm_m x w):
+// D is cut into panels of columns: one panel (all of gemm_n) when A, B and D are fp32, which the
+// benchmark measured fastest here (oneDNN repacks op(A) for every GEMM call, and the 300 MB L3
+// keeps D cached for the epilogue anyway); panels of kWidenedPanelColumns when fp16/bf16 storage
+// goes through the workspace. For a panel of w columns starting at column j0
+// (D[:, j0:j0+w], gemm_m x w):
 //   1. BGRADB: bias_grad[j0:j0+w] = column sums of op(B)[:, j0:j0+w] (k x w), read from B;
 //   2. acc = alpha op(A) op(B)[:, j0:j0+w] + beta D_old[:, j0:j0+w], in fp32: in D itself when D
 //      is fp32, else in a gemm_m x w workspace panel (D_old widened into it when beta != 0);
@@ -57,7 +61,11 @@ struct WorkspacePlan {
 WorkspacePlan plan_workspace(const GemmCall& call, const CpuBackendOptions& options) {
   WorkspacePlan plan;
   const int64_t m = call.gemm_m, n = call.gemm_n, k = call.gemm_k;
-  plan.panel_columns = std::max<int64_t>(1, std::min(n, options.panel_columns));
+  const bool all_fp32 = call.a.dtype == EPIGEMM_DTYPE_F32 && call.d.dtype == EPIGEMM_DTYPE_F32;
+  const int64_t wanted = options.panel_columns > 0 ? options.panel_columns
+                         : all_fp32               ? n
+                                                  : kWidenedPanelColumns;
+  plan.panel_columns = std::max<int64_t>(1, std::min(n, wanted));
   plan.k_block = std::max<int64_t>(1, std::min(k, options.conversion_k_block));
   const bool has_product = m > 0 && n > 0;
   if (has_product && call.d.dtype != EPIGEMM_DTYPE_F32) {

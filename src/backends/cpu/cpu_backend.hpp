@@ -13,10 +13,15 @@
 
 namespace epigemm {
 
+// Panel width when fp16/bf16 operands or D are widened to fp32 in the workspace.
+constexpr int64_t kWidenedPanelColumns = 512;
+
 struct CpuBackendOptions {
-  // Columns of D (gemm_n) per panel. Fixed per backend instance, so it fixes the order of the
-  // DGELU_BGRAD partial sums too.
-  int64_t panel_columns = 512;
+  // Columns of D (gemm_n) per panel; 0 picks: all of gemm_n when A, B and D are fp32 (measured
+  // fastest on the benchmark machine, docs/cpu_backend.md), kWidenedPanelColumns when fp16/bf16
+  // storage is widened through the workspace (which bounds the workspace). Fixed per call shape
+  // and backend instance, so it fixes the order of the DGELU_BGRAD partial sums too.
+  int64_t panel_columns = 0;
   // gemm_k per block when fp16/bf16 operands are widened to fp32 in the workspace.
   int64_t conversion_k_block = 256;
   // OpenMP threads a call uses; 0 = omp_get_max_threads() of the calling thread.
