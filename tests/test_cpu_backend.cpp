@@ -249,7 +249,7 @@ TEST(CpuBackend, BiasGradientsBitwiseIdenticalWithOneAndTwoThreads) {
       c.epilogue = e;
       c.transa = t / 2 ? EPIGEMM_OP_T : EPIGEMM_OP_N;
       c.transb = t % 2 ? EPIGEMM_OP_T : EPIGEMM_OP_N;
-      // Several row tasks (256 rows each) and several panels (48 columns each) with tails; the
+      // Row tasks that differ with the thread count and several panels (48 columns) with tails; the
       // GEMM is exact (small integers), so only the order of the bias-gradient sums could
       // differ between thread counts.
       c.m = 700;

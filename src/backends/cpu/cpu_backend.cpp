@@ -13,7 +13,8 @@
 //      fp16/bf16 A and B are widened block by block (gemm_k blocks of conversion_k_block) into the
 //      workspace and the GEMM accumulates over the blocks;
 //      with alpha = 1 and beta = 0 oneDNN's matmul also adds the (fp32 or widened) bias;
-//   3. the rest of the epilogue on the panel, split by rows over the threads.
+//   3. the rest of the epilogue on the panel, split over the threads by columns (by rows for
+//      DGELU_BGRAD, whose row sums stay on one thread).
 // The GEMM engine's own threads run step 2; steps 1 and 3 are OpenMP loops, so the two never
 // run at the same time.
 #include "backends/cpu/cpu_backend.hpp"
@@ -30,8 +31,8 @@ namespace epigemm {
 namespace {
 
 constexpr size_t kAlignment = 64;
-// Rows per epilogue task: a multiple of every kernel's chunk (8 vectors of 8 floats).
-constexpr int64_t kEpilogueRows = 256;
+// Epilogue tasks per thread (static schedule): a few, so that uneven tails balance out.
+constexpr int64_t kTasksPerThread = 4;
 // Below this many elements a step runs on the calling thread alone.
 constexpr int64_t kParallelElements = 1 << 15;
 
@@ -299,7 +300,7 @@ Status CpuBackend::run(const GemmCall& call) {
     }
   }
 
-  const int64_t row_tasks = (m + kEpilogueRows - 1) / kEpilogueRows;
+  const int64_t team = std::max(1, omp_get_max_threads());
 
   for (int64_t j0 = 0; j0 < n; j0 += plan.panel_columns) {
     const int64_t width = std::min(plan.panel_columns, n - j0);
@@ -326,20 +327,28 @@ Status CpuBackend::run(const GemmCall& call) {
       continue;
     }
 
+    // Tasks: DGELU_BGRAD splits the rows (each row's sum then runs over the panel's columns in
+    // order on one thread, whatever the split); the other epilogues split the columns, so that
+    // every task streams down whole contiguous columns.
+    const bool split_rows = remaining == EPIGEMM_EPILOGUE_DGELU_BGRAD;
+    const int64_t extent = split_rows ? m : width;
+    const int64_t per_task = std::max<int64_t>(1, (extent + team * kTasksPerThread - 1) / (team * kTasksPerThread));
+    const int64_t tasks = (extent + per_task - 1) / per_task;
 #pragma omp parallel for schedule(static) if (m * width >= kParallelElements)
-    for (int64_t t = 0; t < row_tasks; ++t) {
-      const int64_t r0 = t * kEpilogueRows;
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t first = t * per_task, count = std::min(per_task, extent - first);
+      const int64_t r0 = split_rows ? first : 0, c0 = split_rows ? 0 : first;
       EpilogueBlock block;
-      block.rows = std::min(kEpilogueRows, m - r0);
-      block.cols = width;
-      block.acc = acc + r0;
+      block.rows = split_rows ? count : m;
+      block.cols = split_rows ? width : count;
+      block.acc = acc + r0 + c0 * ld_acc;
       block.ld_acc = ld_acc;
-      block.d = element(call.d, r0, j0);
+      block.d = element(call.d, r0, j0 + c0);
       block.d_dtype = call.d.dtype;
       block.ld_d = call.d.ld;
       if (bias != nullptr) block.bias = bias + r0;
       if (call.has_aux && call.aux.data != nullptr) {
-        block.aux = element(call.aux, r0, j0);
+        block.aux = element(call.aux, r0, j0 + c0);
         block.aux_dtype = call.aux.dtype;
         block.ld_aux = call.aux.ld;
       }

@@ -60,8 +60,8 @@ void apply_block(const EpilogueBlock& b) {
       E == EPIGEMM_EPILOGUE_GELU_AUX || E == EPIGEMM_EPILOGUE_GELU_AUX_BIAS;
   constexpr bool kReadsAux = E == EPIGEMM_EPILOGUE_DGELU || E == EPIGEMM_EPILOGUE_DGELU_BGRAD;
   // Every epilogue walks down whole columns of the block (the contiguous direction), DGELU_BGRAD
-  // in chunks of 256 rows whose row sums (2 KB of doubles) stay in L1 across the columns.
-  constexpr int64_t kChunkVectors = 256 / W;
+  // in chunks of 1024 rows whose row sums (8 KB of doubles) stay in L1 across the columns.
+  constexpr int64_t kChunkVectors = 1024 / W;
   const int64_t chunk_rows = kRowSums ? kChunkVectors * W : (b.rows > 0 ? b.rows : 1);
   DStorage* const d = static_cast<DStorage*>(b.d);
 
