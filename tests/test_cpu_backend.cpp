@@ -1,12 +1,13 @@
 // Tests specific to the cpu backend (src/backends/cpu/, docs/cpu_backend.md); the SPEC §5 matrix
 // in test_backend_matrix.cpp covers it like every backend. Here, through the backend object and
 // its options:
-//   - the AVX2 GELU lanes against the scalar gelu_tanh / gelu_tanh_grad over a dense sweep of x;
+//   - the AVX2 and AVX-512 GELU lanes against the scalar gelu_tanh / gelu_tanh_grad over a dense
+//     sweep of x;
 //   - bias gradients (and D) bitwise identical with 1 and 2 threads, over several panels;
 //   - the workspace: none for all-fp32 calls, blocks (not full-size copies) for fp16/bf16, and
 //     small panels / k blocks giving the same results as the defaults;
-//   - odd leading dimensions and misaligned pointers through both kernel builds (AVX2 and the
-//     portable one, which the matrix does not reach on an AVX2 machine), against the reference.
+//   - odd leading dimensions and misaligned pointers through every kernel build this CPU runs
+//     (the matrix reaches only the widest), against the reference.
 #include <gtest/gtest.h>
 
 #if defined(EPIGEMM_BUILT_WITH_CPU_BACKEND)
@@ -43,9 +44,15 @@ float lane_tolerance(float x) {
   return 1.2e-7f * (8.0f + 4.0f * std::fmin(u, 100.0f));
 }
 
-TEST(CpuKernels, Avx2GeluMatchesScalarOverDenseSweep) {
-  const epigemm::EpilogueKernels* avx2 = epigemm::avx2_epilogue_kernels();
-  if (avx2 == nullptr) GTEST_SKIP() << "SKIP: this CPU has no AVX2/FMA/F16C";
+class CpuKernelBuilds : public ::testing::TestWithParam<std::string> {};
+
+const epigemm::EpilogueKernels* kernel_build(const std::string& name) {
+  return name == "avx512" ? epigemm::avx512_epilogue_kernels() : epigemm::avx2_epilogue_kernels();
+}
+
+TEST_P(CpuKernelBuilds, GeluLanesMatchScalarOverDenseSweep) {
+  const epigemm::EpilogueKernels* avx2 = kernel_build(GetParam());
+  if (avx2 == nullptr) GTEST_SKIP() << "SKIP: this CPU cannot run the " << GetParam() << " kernels";
   const epigemm::EpilogueKernels& scalar = epigemm::scalar_epilogue_kernels();
   // Every 2^-12 over [-16, 16] (where both functions move), plus far values and specials.
   std::vector<float> x;
@@ -88,6 +95,8 @@ TEST(CpuKernels, Avx2GeluMatchesScalarOverDenseSweep) {
   }
   EXPECT_GT(checked, 131000);
 }
+
+INSTANTIATE_TEST_SUITE_P(SimdBuilds, CpuKernelBuilds, ::testing::Values("avx2", "avx512"));
 
 // ---- calls built directly on the backend object ---------------------------------------------
 
@@ -349,11 +358,14 @@ TEST(CpuBackend, SmallPanelsAndBlocksMatchTheReference) {
 
 // ---- odd leading dimensions and misaligned pointers, both kernel builds ----------------------
 
-TEST(CpuBackend, OddLeadingDimensionsAndMisalignedPointersInBothKernelBuilds) {
-  for (bool avx2 : {true, false}) {
-    if (avx2 && epigemm::avx2_epilogue_kernels() == nullptr) continue;
+TEST(CpuBackend, OddLeadingDimensionsAndMisalignedPointersInEveryKernelBuild) {
+  for (const char* build : {"avx512", "avx2", "scalar"}) {
+    const std::string name = build;
+    if (name != "scalar" && kernel_build(name) == nullptr) continue;
     CpuBackendOptions options;
-    options.use_avx2 = avx2;
+    options.kernels = name == "avx512" ? epigemm::CpuKernelBuild::widest
+                      : name == "avx2" ? epigemm::CpuKernelBuild::avx2
+                                       : epigemm::CpuKernelBuild::scalar;
     for (epigemm_epilogue_t e : kEpilogues) {
       for (int t = 0; t < 4; ++t) {
         for (epigemm_dtype_t d : {F32, BF16}) {
@@ -361,7 +373,7 @@ TEST(CpuBackend, OddLeadingDimensionsAndMisalignedPointersInBothKernelBuilds) {
           c.epilogue = e;
           c.transa = t / 2 ? EPIGEMM_OP_T : EPIGEMM_OP_N;
           c.transb = t % 2 ? EPIGEMM_OP_T : EPIGEMM_OP_N;
-          c.m = 37;  // a vector of 8 and a tail of 5 rows, over 4 chunks
+          c.m = 37;  // full vectors and a tail of rows
           c.n = 29;
           c.k = 19;
           c.ab = d;
@@ -371,7 +383,7 @@ TEST(CpuBackend, OddLeadingDimensionsAndMisalignedPointersInBothKernelBuilds) {
           c.pad = 5;
           c.misaligned = true;
           c.seed = 21 + uint32_t(t);
-          SCOPED_TRACE(std::string(avx2 ? "avx2 " : "scalar ") + epigemm_epilogue_name(e) +
+          SCOPED_TRACE(name + " " + epigemm_epilogue_name(e) +
                        " case " + std::to_string(t) + " dtype " + std::to_string(int(d)));
           expect_matches_reference(c, options);
         }

@@ -103,11 +103,20 @@ class OmpThreadsScope {
   bool set_;
 };
 
+// The requested build of the kernels, or the widest below it that this CPU runs.
+const EpilogueKernels& kernels_for(CpuKernelBuild build) {
+  if (build == CpuKernelBuild::widest) return select_epilogue_kernels();
+  if (build == CpuKernelBuild::avx2 && avx2_epilogue_kernels() != nullptr) {
+    return *avx2_epilogue_kernels();
+  }
+  return scalar_epilogue_kernels();
+}
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const CpuBackendOptions& options)
       : options_(options),
-        kernels_(options.use_avx2 ? select_epilogue_kernels() : scalar_epilogue_kernels()) {}
+        kernels_(kernels_for(options.kernels)) {}
 
   epigemm_backend_t id() const override { return EPIGEMM_BACKEND_CPU; }
   bool usable() const override { return cpu_gemm_engine_available(options_.engine); }

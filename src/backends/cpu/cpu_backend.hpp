@@ -13,6 +13,8 @@
 
 namespace epigemm {
 
+enum class CpuKernelBuild { widest, avx2, scalar };
+
 // Panel width when fp16/bf16 operands or D are widened to fp32 in the workspace.
 constexpr int64_t kWidenedPanelColumns = 512;
 
@@ -27,8 +29,9 @@ struct CpuBackendOptions {
   // OpenMP threads a call uses; 0 = omp_get_max_threads() of the calling thread.
   int threads = 0;
   CpuGemmEngine engine = default_cpu_gemm_engine();
-  // false: the portable kernels even where the AVX2 ones could run (tests compare the two).
-  bool use_avx2 = true;
+  // Which build of the epilogue kernels runs: the widest this CPU allows, or a narrower one
+  // (tests run every build the CPU has; the benchmark compares them).
+  CpuKernelBuild kernels = CpuKernelBuild::widest;
 };
 
 std::unique_ptr<Backend> create_cpu_backend();

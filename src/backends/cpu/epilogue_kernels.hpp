@@ -1,7 +1,8 @@
 // The cpu backend's hand-written kernels: the epilogues of docs/conventions.md applied to a block
 // of the fp32 accumulator, the bias-gradient sums of BGRADB, and fp16/bf16 -> fp32 conversion.
-// Two builds of the same templates (epilogue_kernels_impl.hpp): 8-wide AVX2/FMA/F16C, and a
-// portable one-float-at-a-time build; select_epilogue_kernels() picks one from the CPU's flags.
+// Three builds of the same templates (epilogue_kernels_impl.hpp): 16-wide AVX-512, 8-wide
+// AVX2/FMA/F16C, and a portable one-float-at-a-time build; select_epilogue_kernels() picks the
+// widest the CPU's flags allow.
 // Every result depends only on the data and gemm_m, never on which thread ran which block, so the
 // bias gradients are bitwise identical whatever the number of threads.
 #pragma once
@@ -34,7 +35,7 @@ struct EpilogueBlock {
 };
 
 struct EpilogueKernels {
-  const char* name;  // "avx2" or "scalar"
+  const char* name;  // "avx512", "avx2" or "scalar"
   // The epilogue on one block (DEFAULT and BGRADB only copy acc into D's dtype).
   void (*apply)(epigemm_epilogue_t epilogue, const EpilogueBlock& block);
   // dst[i] = src[i] as fp32, count contiguous elements.
@@ -54,7 +55,9 @@ struct EpilogueKernels {
 const EpilogueKernels& scalar_epilogue_kernels();
 // nullptr when not compiled in (not x86-64) or when this CPU lacks AVX2, FMA or F16C.
 const EpilogueKernels* avx2_epilogue_kernels();
-// AVX2 where available, else scalar.
+// nullptr when not compiled in or when this CPU lacks AVX512F.
+const EpilogueKernels* avx512_epilogue_kernels();
+// The widest build this CPU runs: AVX-512, else AVX2, else scalar.
 const EpilogueKernels& select_epilogue_kernels();
 
 }  // namespace epigemm

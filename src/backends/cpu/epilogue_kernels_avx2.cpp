@@ -1,6 +1,6 @@
 // The AVX2/FMA/F16C build of the cpu backend's kernels: 8 floats per __m256. The GELU formulas are
 // src/core/epilogue_math.hpp's templates instantiated for Float8; this file supplies the lane
-// arithmetic they use and a vectorized exp. Compiled with -mavx2 -mfma -mf16c and reached only
+// arithmetic they use and the primitives of the vectorized exp (exp_lanes). Compiled with -mavx2 -mfma -mf16c and reached only
 // through avx2_epilogue_kernels(), which checks the CPU first.
 #include <immintrin.h>
 
@@ -42,39 +42,6 @@ inline Float8 where(Mask8 condition, Float8 if_true, Float8 if_false) {
   return Float8(_mm256_blendv_ps(if_false.v, if_true.v, condition.v));
 }
 
-// exp(x) = 2^n exp(r), n = round(x / ln 2), r = x - n ln 2 in [-ln2/2, ln2/2]. ln 2 is split in
-// two floats and r formed with FMAs, so r is good to about an ulp. exp(r) is the Taylor series
-// to r^7: the first term left out, (ln2/2)^8 / 8! = 5e-9, is below a tenth of an ulp. 2^n is
-// applied as two factors 2^(n/2) and 2^(n - n/2), each a normal float for every n in
-// [-150, 129], so results that overflow become Inf and results below 2^-126 come out as the
-// correctly rounded subnormal (or 0), all without special cases. x is clamped to [-104, 89]
-// first (beyond which exp is 0 or Inf in float); NaN passes through the clamp and the polynomial.
-inline Float8 exp(Float8 x) {
-  const __m256 clamped =
-      _mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_max_ps(_mm256_set1_ps(-104.0f), x.v));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(clamped, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const float ln2_high = 0.693147182464599609375f;     // float(ln 2)
-  const float ln2_low = -1.904654299957768e-09f;        // ln 2 - ln2_high
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(ln2_high), clamped);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(ln2_low), r);
-  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  const __m256i n_int = _mm256_cvtps_epi32(n);
-  const __m256i n_half = _mm256_srai_epi32(n_int, 1);
-  const __m256i n_rest = _mm256_sub_epi32(n_int, n_half);
-  const __m256i bias = _mm256_set1_epi32(127);
-  const __m256 scale_half = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n_half, bias), 23));
-  const __m256 scale_rest = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n_rest, bias), 23));
-  return Float8(_mm256_mul_ps(_mm256_mul_ps(p, scale_half), scale_rest));
-}
-
 struct Avx2Ops {
   using V = Float8;
   static constexpr int64_t width = 8;
@@ -86,6 +53,25 @@ struct Avx2Ops {
   static Float8 load(const BFloat16* p) {
     const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return Float8(_mm256_castsi256_ps(_mm256_slli_epi32(wide, 16)));
+  }
+
+  // The primitives of exp_lanes (epilogue_kernels_impl.hpp).
+  static Float8 fma(Float8 a, Float8 b, Float8 c) { return Float8(_mm256_fmadd_ps(a.v, b.v, c.v)); }
+  static Float8 round_to_int(Float8 x) {
+    return Float8(_mm256_round_ps(x.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  static Float8 min(Float8 a, Float8 b) { return Float8(_mm256_min_ps(a.v, b.v)); }
+  static Float8 max(Float8 a, Float8 b) { return Float8(_mm256_max_ps(a.v, b.v)); }
+  // p 2^n as p 2^(n/2) 2^(n - n/2): each factor a normal float for n in [-150, 129], so an
+  // overflowing result becomes Inf and one below 2^-126 the correctly rounded subnormal (or 0).
+  static Float8 scale_by_two_to(Float8 p, Float8 n) {
+    const __m256i n_int = _mm256_cvtps_epi32(n.v);
+    const __m256i n_half = _mm256_srai_epi32(n_int, 1);
+    const __m256i n_rest = _mm256_sub_epi32(n_int, n_half);
+    const __m256i bias = _mm256_set1_epi32(127);
+    const __m256 half = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n_half, bias), 23));
+    const __m256 rest = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n_rest, bias), 23));
+    return Float8(_mm256_mul_ps(_mm256_mul_ps(p.v, half), rest));
   }
 
   static void store(float* p, Float8 v) { _mm256_storeu_ps(p, v.v); }
@@ -131,6 +117,9 @@ struct Avx2Ops {
            ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
   }
 };
+
+// Found by argument-dependent lookup from gelu_tanh<Float8> (epilogue_math.hpp).
+inline Float8 exp(Float8 x) { return epilogue_kernels_impl::exp_lanes<Avx2Ops>(x); }
 
 }  // namespace
 

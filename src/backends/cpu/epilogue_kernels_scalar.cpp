@@ -1,5 +1,5 @@
 // The portable build of the cpu backend's kernels (one float at a time), and the runtime choice
-// between it and the AVX2 build.
+// among it and the AVX2 and AVX-512 builds.
 #include "backends/cpu/epilogue_kernels_impl.hpp"
 
 namespace epigemm {
@@ -24,8 +24,10 @@ struct ScalarOps {
 }  // namespace
 
 #if defined(EPIGEMM_CPU_AVX2_KERNELS)
-// Defined in epilogue_kernels_avx2.cpp; only called once the CPU is known to run it.
+// Defined in epilogue_kernels_avx2.cpp / _avx512.cpp; only called once the CPU is known to run
+// them.
 const EpilogueKernels& avx2_epilogue_kernels_unchecked();
+const EpilogueKernels& avx512_epilogue_kernels_unchecked();
 #endif
 
 const EpilogueKernels& scalar_epilogue_kernels() {
@@ -45,9 +47,18 @@ const EpilogueKernels* avx2_epilogue_kernels() {
   return nullptr;
 }
 
+const EpilogueKernels* avx512_epilogue_kernels() {
+#if defined(EPIGEMM_CPU_AVX2_KERNELS)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return &avx512_epilogue_kernels_unchecked();
+#endif
+  return nullptr;
+}
+
 const EpilogueKernels& select_epilogue_kernels() {
-  const EpilogueKernels* avx2 = avx2_epilogue_kernels();
-  return avx2 != nullptr ? *avx2 : scalar_epilogue_kernels();
+  if (const EpilogueKernels* avx512 = avx512_epilogue_kernels()) return *avx512;
+  if (const EpilogueKernels* avx2 = avx2_epilogue_kernels()) return *avx2;
+  return scalar_epilogue_kernels();
 }
 
 }  // namespace epigemm
