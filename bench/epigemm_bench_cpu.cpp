@@ -12,6 +12,8 @@
 //                       instead of one panel, for the pass's full epilogue: what panels buy
 //                       (512 always, more widths with --panels)
 //   cpu[openblas]       the backend on OpenBLAS instead of oneDNN, full epilogue
+//   cpu[avx2]           the backend with its AVX2 kernels instead of the AVX-512 ones (the
+//                       widest build is the default where the CPU has AVX-512)
 //   onednn-matmul-fused oneDNN matmul with a bias and/or gelu_tanh post-op (fprop only; it has no
 //                       aux output, so it does less work than GELU_AUX(_BIAS))
 //   sgemm+plain-loop    the fastest sgemm then a plain loop for bias + GELU + aux (fprop)
@@ -37,6 +39,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.hpp"
+#include "backends/cpu/epilogue_kernels.hpp"
 #include "backends/cpu/gemm_engine.hpp"
 #include "core/gemm_call.hpp"
 #include "core/layer_mapping.hpp"
@@ -441,6 +444,9 @@ int main(int argc, char** argv) {
   std::vector<Variant> variants;
   variants.push_back({"cpu[panel=512]", std::move(paneled)});
   variants.push_back({"cpu[openblas]", std::move(on_openblas)});
+  epigemm::CpuBackendOptions avx2_options;
+  avx2_options.kernels = epigemm::CpuKernelBuild::avx2;
+  variants.push_back({"cpu[avx2]", epigemm::create_cpu_backend(avx2_options)});
   for (int64_t w : opt.panel_widths) {
     epigemm::CpuBackendOptions o;
     o.panel_columns = w;
@@ -585,7 +591,7 @@ int main(int argc, char** argv) {
   header << "# cpu backend benchmark, " << stamp << "\n\n"
          << "- machine: " << read_first_line("/proc/cpuinfo", "model name") << ", "
          << omp_get_max_threads() << " OpenMP threads; OpenBLAS core: " << openblas_get_corename()
-         << "\n"
+         << "; cpu backend kernels: " << epigemm::select_epilogue_kernels().name << "\n"
          << "- /proc/loadavg before: " << load_before << "; after: " << load_after << "\n"
          << "- fp32; median of " << opt.timing.repetitions << " timed calls after "
          << opt.timing.warmup << " warm-up calls; inputs rotated over up to " << sets_used
