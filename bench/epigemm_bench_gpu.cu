@@ -471,6 +471,7 @@ int main(int argc, char** argv) {
   std::string out_dir = ".";
   Timing timing;
   std::string which = "all";
+  std::string passes_arg = "fprop,dgrad,wgrad";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -480,8 +481,16 @@ int main(int argc, char** argv) {
     if (arg == "--out") out_dir = value();
     else if (arg == "--reps") timing.reps = std::max(1, std::atoi(value().c_str()));
     else if (arg == "--warmup") timing.warmup = std::max(0, std::atoi(value().c_str()));
-    else if (arg == "--shapes") which = value();  // all | small (the two smallest, quick)
-    else die("usage: epigemm_bench_gpu [--out DIR] [--reps N] [--warmup N] [--shapes all|small]");
+    else if (arg == "--shapes") which = value();  // all | small | tok,in,out[;tok,in,out...]
+    else if (arg == "--passes") passes_arg = value();  // e.g. fprop,wgrad
+    else if (arg == "--dtype") {
+      // The harness's buffers, fills and cuBLAS types are bf16 throughout; other dtypes are
+      // measured by the test matrix for correctness but not benchmarked yet.
+      if (value() != "bf16") die("--dtype: only bf16 is benchmarked on the GPU so far");
+    } else {
+      die("usage: epigemm_bench_gpu [--out DIR] [--reps N] [--warmup N] [--shapes all|small|T,I,O;...] "
+          "[--passes fprop,dgrad,wgrad] [--dtype bf16]");
+    }
   }
 
   // ---- the device and the copy ceiling ----
@@ -542,6 +551,25 @@ int main(int argc, char** argv) {
   std::map<std::string, std::array<int64_t, 3>> gemm_dims_of;  // shape|pass -> gemm_m, gemm_n, gemm_k
   std::vector<Shape> shapes(std::begin(kPublicShapes), std::end(kPublicShapes));
   if (which == "small") shapes = {kPublicShapes[2], kPublicShapes[4]};
+  if (which != "all" && which != "small") {  // explicit "tokens,in,out;tokens,in,out"
+    shapes.clear();
+    std::stringstream list(which);
+    std::string item;
+    while (std::getline(list, item, ';')) {
+      long long t = 0, i = 0, o = 0;
+      if (std::sscanf(item.c_str(), "%lld,%lld,%lld", &t, &i, &o) != 3 || t <= 0 || i <= 0 || o <= 0) {
+        die("--shapes: '" + item + "' is not tokens,in,out with positive sizes");
+      }
+      shapes.push_back(Shape{t, i, o});
+    }
+  }
+  std::vector<Pass> passes;
+  for (Pass p : {Pass::fprop, Pass::dgrad, Pass::wgrad}) {
+    if (("," + passes_arg + ",").find("," + std::string(pass_name(p)) + ",") != std::string::npos) passes.push_back(p);
+  }
+  if (passes.empty()) die("--passes: expected a comma-separated subset of fprop,dgrad,wgrad");
+  int cases_total = 0, cases_done = 0;
+  for (Pass p : passes) cases_total += int(shapes.size() * pass_epilogues(p).size());
 
   for (const Shape& s : shapes) {
     const int64_t T = s.tokens, I = s.in, O = s.out;
@@ -577,7 +605,7 @@ int main(int argc, char** argv) {
     std::printf("shape %s: %d rotation set(s) of %.0f MB\n", sname.c_str(), sets, double(set_bytes) / 1e6);
     std::fflush(stdout);
 
-    for (Pass p : {Pass::fprop, Pass::dgrad, Pass::wgrad}) {
+    for (Pass p : passes) {
       const GemmShape g0 = gemm_shape(s, p, tsets[0]);
       gemm_dims_of[sname + "|" + pass_name(p)] = {g0.m, g0.n, g0.k};
       // The floors: the plain GEMM into bf16 and into fp32.
@@ -822,8 +850,8 @@ int main(int argc, char** argv) {
         for (auto* list : {&apis, &apis_cublaslt, &apis_auto}) {
           for (auto& a : *list) epigemm_gemm_desc_destroy(a.desc);
         }
-        std::printf("  %s %s: cuda %.4f ms (%.3f x floor), %s\n", pass_name(p), ename, cuda_ms, cuda_ms / floor_ms,
-                    check.c_str());
+        std::printf("  [%d/%d] %s %s: cuda %.4f ms (%.3f x floor), %s, %s\n", ++cases_done, cases_total, pass_name(p),
+                    ename, cuda_ms, cuda_ms / floor_ms, check.c_str(), auto_note.c_str());
         std::fflush(stdout);
       }
     }
