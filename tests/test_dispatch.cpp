@@ -1,0 +1,132 @@
+// AUTO's choice (docs/dispatch.md): the same call goes to the same backend every time, in the
+// same context and in a fresh one, with the same stated reason, and every call reports the
+// backend that ran. On the host this exercises cpu vs reference; on a GPU, cuda vs cublaslt
+// through the measured decision table (SKIP without a GPU).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "harness/harness.hpp"
+
+#ifdef EPIGEMM_TESTS_WITH_CUDA
+#include "backends/cublaslt/cublaslt_preference.hpp"
+#endif
+
+namespace epigemm_test {
+namespace {
+
+struct Choice {
+  epigemm_backend_t backend;
+  std::string reason;
+};
+
+Choice last_choice(epigemm_context_t ctx) {
+  Choice c{EPIGEMM_BACKEND_AUTO, ""};
+  const char* reason = nullptr;
+  EXPECT_EQ(epigemm_context_last_backend(ctx, &c.backend, &reason), EPIGEMM_STATUS_SUCCESS);
+  c.reason = reason ? reason : "";
+  return c;
+}
+
+// Cases on both sides of the GPU decision table (forward epilogues, where cuBLASLt measured
+// faster; bias gradients, where cuda did) and ones cublaslt declines (f32 dGELU, odd shapes).
+std::vector<GemmCase> dispatch_cases(epigemm_memory_t memory) {
+  struct Spec {
+    epigemm_epilogue_t epilogue;
+    epigemm_dtype_t ab, d;
+    int64_t m, n, k;
+  };
+  const Spec specs[] = {
+      {EPIGEMM_EPILOGUE_GELU_AUX_BIAS, EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_BF16, 256, 128, 64},
+      {EPIGEMM_EPILOGUE_BIAS, EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_BF16, 128, 256, 96},
+      {EPIGEMM_EPILOGUE_DGELU_BGRAD, EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_BF16, 192, 256, 128},
+      {EPIGEMM_EPILOGUE_BGRADB, EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_BF16, 64, 128, 256},
+      {EPIGEMM_EPILOGUE_DGELU, EPIGEMM_DTYPE_F32, EPIGEMM_DTYPE_F32, 64, 64, 64},
+      {EPIGEMM_EPILOGUE_GELU_AUX, EPIGEMM_DTYPE_F16, EPIGEMM_DTYPE_F32, 17, 229, 13},
+  };
+  std::vector<GemmCase> cases;
+  uint64_t index = 0;
+  for (const Spec& s : specs) {
+    GemmCase c;
+    c.target = Target{EPIGEMM_BACKEND_AUTO, memory};
+    c.epilogue = s.epilogue;
+    c.transa = EPIGEMM_OP_T;
+    c.ab_dtype = s.ab;
+    c.d_dtype = s.d;
+    c.bias_dtype = c.aux_dtype = c.bias_grad_dtype = s.d;
+    c.gemm_m = s.m;
+    c.gemm_n = s.n;
+    c.gemm_k = s.k;
+    c.seed = case_seed("dispatch", index++);
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+class AutoDispatch : public ::testing::TestWithParam<epigemm_memory_t> {};
+
+TEST_P(AutoDispatch, SameCallSameBackendEveryTime) {
+  const Target target{EPIGEMM_BACKEND_AUTO, GetParam()};
+  Context ctx;
+  EPIGEMM_SKIP_IF_UNUSABLE(ctx, target);
+  for (const GemmCase& c : dispatch_cases(target.memory)) {
+    SCOPED_TRACE(c.describe());
+    const CaseRun first = run_case(ctx, c);
+    ASSERT_TRUE(first.ok);  // run_case checked that a backend for this memory was reported
+    const Choice chosen = last_choice(ctx);
+    EXPECT_EQ(chosen.backend, first.ran);
+    EXPECT_NE(chosen.reason.find(epigemm_backend_name(chosen.backend)), std::string::npos)
+        << "the reason does not name the backend: " << chosen.reason;
+    check_case(ctx, c, first);
+    for (int repeat = 0; repeat < 3; ++repeat) {
+      const CaseRun again = run_case(ctx, c);
+      ASSERT_TRUE(again.ok);
+      const Choice same = last_choice(ctx);
+      EXPECT_EQ(same.backend, chosen.backend) << "repeat " << repeat;
+      EXPECT_EQ(same.reason, chosen.reason) << "repeat " << repeat;
+      expect_bitwise_equal("D", first.after.d, again.after.d);
+    }
+    Context fresh;  // a new context decides the same way
+    const CaseRun elsewhere = run_case(fresh, c);
+    ASSERT_TRUE(elsewhere.ok);
+    EXPECT_EQ(last_choice(fresh).backend, chosen.backend);
+    expect_bitwise_equal("D (fresh context)", first.after.d, elsewhere.after.d);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Memory, AutoDispatch,
+                         ::testing::Values(EPIGEMM_MEMORY_HOST, EPIGEMM_MEMORY_DEVICE),
+                         [](const ::testing::TestParamInfo<epigemm_memory_t>& info) {
+                           return std::string(info.param == EPIGEMM_MEMORY_HOST ? "host" : "device");
+                         });
+
+#ifdef EPIGEMM_TESTS_WITH_CUDA
+// The decision table itself (no GPU needed): a pure function of the call, and silent (cuda)
+// for a dtype it has no measurement of.
+TEST(DispatchTable, PureFunctionOfTheCall) {
+  epigemm::GemmCall call;
+  call.a.dtype = call.b.dtype = call.d.dtype = EPIGEMM_DTYPE_BF16;
+  bool any_cublaslt = false, any_cuda = false;
+  for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_BIAS, EPIGEMM_EPILOGUE_GELU_AUX, EPIGEMM_EPILOGUE_GELU_AUX_BIAS,
+                               EPIGEMM_EPILOGUE_DGELU, EPIGEMM_EPILOGUE_DGELU_BGRAD, EPIGEMM_EPILOGUE_BGRADB}) {
+    for (int64_t size : {64, 1024, 4096, 16384}) {
+      call.epilogue = e;
+      call.gemm_m = size;
+      call.gemm_n = 2 * size;
+      call.gemm_k = size / 2;
+      const bool first = epigemm::cublaslt_preferred(call);
+      EXPECT_EQ(epigemm::cublaslt_preferred(call), first);
+      (first ? any_cublaslt : any_cuda) = true;
+    }
+  }
+  // The committed table has cases on both sides (docs/dispatch.md).
+  EXPECT_TRUE(any_cublaslt);
+  EXPECT_TRUE(any_cuda);
+  call.a.dtype = call.b.dtype = call.d.dtype = EPIGEMM_DTYPE_F16;  // not measured
+  call.epilogue = EPIGEMM_EPILOGUE_BIAS;
+  EXPECT_FALSE(epigemm::cublaslt_preferred(call));
+}
+#endif
+
+}  // namespace
+}  // namespace epigemm_test
