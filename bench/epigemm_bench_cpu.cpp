@@ -25,6 +25,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -34,6 +35,7 @@
 #include <functional>
 #include <memory>
 #include <sstream>
+#include <thread>
 #include <unordered_map>
 #include <string>
 #include <vector>
@@ -410,7 +412,9 @@ std::string read_first_line(const char* path, const char* prefix = nullptr) {
   std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
-    if (prefix == nullptr || line.rfind(prefix, 0) == 0) return line;
+    if (prefix == nullptr) return line;
+    // "model name\t: Intel(R) ..." -> "Intel(R) ..."
+    if (line.rfind(prefix, 0) == 0) return line.substr(std::min(line.size(), line.find(':') + 2));
   }
   return "";
 }
@@ -481,12 +485,24 @@ int main(int argc, char** argv) {
       auto row = [&](const std::string& path, const std::string& epilogue) {
         return BenchCase{layer.name(), pass, epilogue, "f32", path};
       };
+      // Every path of the pass is registered (after one checked call), then all are timed
+      // together, interleaved (time_interleaved).
+      // OpenBLAS paths are the exception: their pthreads keep spinning for a while after a call
+      // and slowed down whichever OpenMP path came next (measured: 10x on a small shape), so
+      // they are timed on their own, after the others, with a pause around them.
+      struct PathRun {
+        BenchCase c;
+        bool floor;
+        std::function<void(int)> fn;
+        std::string note;
+        bool on_openblas;
+      };
+      std::vector<PathRun> paths;
+      std::vector<std::unique_ptr<OnednnMatmul>> matmuls;  // alive until the pass is timed
       auto add = [&](const BenchCase& bc, bool floor, const std::function<void(int)>& fn,
                      const std::string& note) {
-        const std::vector<double> seconds = epigemm_bench::time_calls(timer, opt.timing, n_sets, fn);
-        table.add(bc, floor, seconds, note);
-        std::fprintf(stderr, "   %-28s %-14s %9.3f ms %s\n", bc.path.c_str(), bc.epilogue.c_str(),
-                     epigemm_bench::median(seconds) * 1e3, note.c_str());
+        const bool on_openblas = bc.path.find("openblas") != std::string::npos;
+        paths.push_back(PathRun{bc, floor, fn, note, on_openblas});
       };
 
       // Floors.
@@ -504,8 +520,9 @@ int main(int argc, char** argv) {
             check(calls[0], EPIGEMM_EPILOGUE_DEFAULT, false));
       }
       {
-        OnednnMatmul mm = make_matmul(eng, calls[0], false, false);
-        auto fn = [&](int s) { run_matmul(mm, eng, strm, calls[size_t(s)]); };
+        matmuls.push_back(std::make_unique<OnednnMatmul>(make_matmul(eng, calls[0], false, false)));
+        OnednnMatmul* mm = matmuls.back().get();
+        auto fn = [&, mm](int s) { run_matmul(*mm, eng, strm, calls[size_t(s)]); };
         fn(0);
         add(row("onednn-matmul", "DEFAULT"), true, fn, check(calls[0], EPIGEMM_EPILOGUE_DEFAULT, false));
       }
@@ -537,14 +554,15 @@ int main(int argc, char** argv) {
       // Variants of the backend on the full epilogue.
       if (opt.variants) {
         for (Variant& variant : variants) {
-          auto fn = [&](int s) {
+          epigemm::Backend* backend = variant.backend.get();
+          auto fn = [&, backend](int s) {
             GemmCall c = full_calls[size_t(s)];
             c.backend = EPIGEMM_BACKEND_CPU;
-            const size_t bytes = variant.backend->workspace_bytes(c);
+            const size_t bytes = backend->workspace_bytes(c);
             c.workspace = workspace.data();
             c.workspace_bytes = bytes;
             if (bytes > ws_bytes) std::exit(1);
-            const epigemm::Status st = variant.backend->run(c);
+            const epigemm::Status st = backend->run(c);
             if (!st.ok()) std::fprintf(stderr, "%s\n", st.message().c_str());
           };
           fn(0);
@@ -561,10 +579,9 @@ int main(int argc, char** argv) {
         for (const Fused f : {Fused{EPIGEMM_EPILOGUE_BIAS, true, false},
                               Fused{EPIGEMM_EPILOGUE_GELU_AUX, false, true},
                               Fused{EPIGEMM_EPILOGUE_GELU_AUX_BIAS, true, true}}) {
-          OnednnMatmul mm = make_matmul(eng, full_calls[0], f.bias, f.gelu);
-          auto fn = [&](int s) {
-            run_matmul(mm, eng, strm, full_calls[size_t(s)]);
-          };
+          matmuls.push_back(std::make_unique<OnednnMatmul>(make_matmul(eng, full_calls[0], f.bias, f.gelu)));
+          OnednnMatmul* mm = matmuls.back().get();
+          auto fn = [&, mm](int s) { run_matmul(*mm, eng, strm, full_calls[size_t(s)]); };
           fn(0);
           GemmCall view = full_calls[0];
           view.has_bias = f.bias;
@@ -583,6 +600,29 @@ int main(int argc, char** argv) {
         add(row("sgemm+plain-loop", "GELU_AUX_BIAS"), false, fn,
             check(full_calls[0], EPIGEMM_EPILOGUE_GELU_AUX_BIAS, true));
       }
+
+      std::vector<std::function<void(int)>> fns;
+      std::vector<size_t> interleaved;
+      for (size_t i = 0; i < paths.size(); ++i) {
+        if (paths[i].on_openblas) continue;
+        fns.push_back(paths[i].fn);
+        interleaved.push_back(i);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      std::vector<std::vector<double>> seconds(paths.size());
+      const auto timed = epigemm_bench::time_interleaved(timer, opt.timing, n_sets, fns);
+      for (size_t t = 0; t < interleaved.size(); ++t) seconds[interleaved[t]] = timed[t];
+      for (size_t i = 0; i < paths.size(); ++i) {
+        if (!paths[i].on_openblas) continue;
+        seconds[i] = epigemm_bench::time_calls(timer, opt.timing, n_sets, paths[i].fn);
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      }
+      for (size_t i = 0; i < paths.size(); ++i) {
+        table.add(paths[i].c, paths[i].floor, seconds[i], paths[i].note);
+        std::fprintf(stderr, "   %-28s %-14s %9.3f ms %s\n", paths[i].c.path.c_str(),
+                     paths[i].c.epilogue.c_str(), epigemm_bench::median(seconds[i]) * 1e3,
+                     paths[i].note.c_str());
+      }
     }
   }
 
@@ -594,7 +634,8 @@ int main(int argc, char** argv) {
          << "; cpu backend kernels: " << epigemm::select_epilogue_kernels().name << "\n"
          << "- /proc/loadavg before: " << load_before << "; after: " << load_after << "\n"
          << "- fp32; median of " << opt.timing.repetitions << " timed calls after "
-         << opt.timing.warmup << " warm-up calls; inputs rotated over up to " << sets_used
+         << opt.timing.warmup << " warm-up calls, the paths of a pass timed interleaved (one call "
+            "of each in turn; OpenBLAS paths on their own after them, see the source); inputs rotated over up to " << sets_used
          << " sets (>= " << opt.rotation_mb << " MB together)\n"
          << "- x floor: the median over the math floor of the same (shape, pass) in this run, the "
             "fastest of openblas-sgemm, onednn-sgemm and onednn-matmul\n"

@@ -34,6 +34,24 @@ std::vector<double> time_calls(Timer& timer, const TimingOptions& opts, int sets
   return seconds;
 }
 
+std::vector<std::vector<double>> time_interleaved(
+    Timer& timer, const TimingOptions& opts, int sets,
+    const std::vector<std::function<void(int)>>& calls) {
+  sets = std::max(1, sets);
+  for (const auto& call : calls) {
+    for (int w = 0; w < opts.warmup; ++w) call(w % sets);
+  }
+  std::vector<std::vector<double>> seconds(calls.size());
+  for (int r = 0; r < opts.repetitions; ++r) {
+    for (size_t p = 0; p < calls.size(); ++p) {
+      timer.start();
+      calls[p](r % sets);
+      seconds[p].push_back(timer.stop());
+    }
+  }
+  return seconds;
+}
+
 int rotation_sets(double bytes_per_set, double rotation_bytes, int max_sets) {
   if (bytes_per_set <= 0) return 1;
   const int wanted = int(std::ceil(rotation_bytes / bytes_per_set));

@@ -2,7 +2,8 @@
 //   Timer        what a repetition's time is measured with: SteadyClockTimer on the host; a GPU
 //                program supplies one built on CUDA events (start records, stop records, waits
 //                and returns the elapsed time)
-//   time_calls   warm-up calls (not timed), then N timed calls rotating over input sets
+//   time_calls   warm-up calls (not timed), then N timed calls rotating over input sets;
+//                time_interleaved does it for several paths, one repetition of each in turn
 //   ResultTable  one row per (shape, pass, epilogue, dtype, path): the median of the timed
 //                calls and its ratio to the math floor of its (shape, pass, dtype) group, the
 //                fastest row marked as a floor candidate, measured in the same run; printed as a
@@ -45,6 +46,14 @@ struct TimingOptions {
 // would fit in cache. Returns the times in seconds, in call order.
 std::vector<double> time_calls(Timer& timer, const TimingOptions& opts, int sets,
                                const std::function<void(int set)>& call);
+
+// The same for several paths at once, interleaved: every path's warm-up calls first, then
+// repetition r times path 0, path 1, ... in turn. On a shared machine a load spike then lands on
+// all paths of a comparison alike instead of on whichever path ran during it. Returns one vector
+// of times per path.
+std::vector<std::vector<double>> time_interleaved(
+    Timer& timer, const TimingOptions& opts, int sets,
+    const std::vector<std::function<void(int set)>>& calls);
 
 // Input sets to rotate over so that sets x bytes_per_set is at least rotation_bytes (at most
 // max_sets).
