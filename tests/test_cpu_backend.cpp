@@ -356,6 +356,27 @@ TEST(CpuBackend, SmallPanelsAndBlocksMatchTheReference) {
   }
 }
 
+// dnnl_sgemm computes 0 * C when beta = 0, so without oneDNN's matmul the backend zero-fills D
+// first; D starts as NaN here (make_operands poisons it when beta = 0).
+TEST(CpuBackend, SgemmOnZeroFilledDMatchesTheReference) {
+  CpuBackendOptions options;
+  options.onednn_matmul = false;
+  for (epigemm_epilogue_t e : kEpilogues) {
+    for (epigemm_dtype_t t : {F32, BF16}) {
+      Case c;
+      c.epilogue = e;
+      c.transa = EPIGEMM_OP_T;
+      c.m = 45;
+      c.n = 67;
+      c.k = 39;
+      c.ab = c.d = c.side = t;
+      c.seed = 31;
+      SCOPED_TRACE(std::string(epigemm_epilogue_name(e)) + " dtype " + std::to_string(int(t)));
+      expect_matches_reference(c, options);
+    }
+  }
+}
+
 // ---- odd leading dimensions and misaligned pointers, both kernel builds ----------------------
 
 TEST(CpuBackend, OddLeadingDimensionsAndMisalignedPointersInEveryKernelBuild) {

@@ -227,7 +227,8 @@ Status CpuBackend::panel_product(const GemmCall& call, const WorkspacePlan& plan
   // alpha = 1, beta = 0 (every layer call but an accumulating wgrad) overwrites acc without
   // reading it. Otherwise the engine computes beta * C: C must hold D_old, or zeros when
   // beta = 0, since dnnl_sgemm reads C even then (0 * NaN would leak a poisoned D).
-  const bool overwrite = call.alpha == 1.0f && call.beta == 0.0f;
+  const bool overwrite = call.alpha == 1.0f && call.beta == 0.0f &&
+                         (options_.onednn_matmul || options_.engine != CpuGemmEngine::onednn);
   if (!overwrite && (call.beta == 0.0f || !d_is_acc)) {
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t j = 0; j < width; ++j) {

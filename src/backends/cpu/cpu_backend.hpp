@@ -29,6 +29,9 @@ struct CpuBackendOptions {
   // OpenMP threads a call uses; 0 = omp_get_max_threads() of the calling thread.
   int threads = 0;
   CpuGemmEngine engine = default_cpu_gemm_engine();
+  // oneDNN only: run alpha = 1, beta = 0 GEMMs through its matmul primitive (adds the bias, does
+  // not read D) rather than dnnl_sgemm on a zero-filled D (docs/cpu_backend.md compares them).
+  bool onednn_matmul = true;
   // Which build of the epilogue kernels runs: the widest this CPU allows, or a narrower one
   // (tests run every build the CPU has; the benchmark compares them).
   CpuKernelBuild kernels = CpuKernelBuild::widest;
