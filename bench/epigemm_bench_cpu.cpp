@@ -12,8 +12,8 @@
 //                       instead of one panel, for the pass's full epilogue: what panels buy
 //                       (512 always, more widths with --panels)
 //   cpu[openblas]       the backend on OpenBLAS instead of oneDNN, full epilogue
-//   cpu[sgemm]          the backend running dnnl_sgemm on a zero-filled D instead of oneDNN's
-//                       matmul primitive for alpha = 1, beta = 0
+//   cpu[matmul]         the backend running oneDNN's matmul primitive (bias added inside, D
+//                       not read) instead of dnnl_sgemm on a zero-filled D for alpha = 1, beta = 0
 //   cpu[avx2]           the backend with its AVX2 kernels instead of the AVX-512 ones (the
 //                       widest build is the default where the CPU has AVX-512)
 //   onednn-matmul-fused oneDNN matmul with a bias and/or gelu_tanh post-op (fprop only; it has no
@@ -450,9 +450,9 @@ int main(int argc, char** argv) {
   std::vector<Variant> variants;
   variants.push_back({"cpu[panel=512]", std::move(paneled)});
   variants.push_back({"cpu[openblas]", std::move(on_openblas)});
-  epigemm::CpuBackendOptions sgemm_options;
-  sgemm_options.onednn_matmul = false;
-  variants.push_back({"cpu[sgemm]", epigemm::create_cpu_backend(sgemm_options)});
+  epigemm::CpuBackendOptions matmul_options;
+  matmul_options.onednn_matmul = true;
+  variants.push_back({"cpu[matmul]", epigemm::create_cpu_backend(matmul_options)});
   epigemm::CpuBackendOptions avx2_options;
   avx2_options.kernels = epigemm::CpuKernelBuild::avx2;
   variants.push_back({"cpu[avx2]", epigemm::create_cpu_backend(avx2_options)});

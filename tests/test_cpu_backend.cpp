@@ -356,11 +356,12 @@ TEST(CpuBackend, SmallPanelsAndBlocksMatchTheReference) {
   }
 }
 
-// dnnl_sgemm computes 0 * C when beta = 0, so without oneDNN's matmul the backend zero-fills D
-// first; D starts as NaN here (make_operands poisons it when beta = 0).
-TEST(CpuBackend, SgemmOnZeroFilledDMatchesTheReference) {
+// The other GEMM path for alpha = 1, beta = 0: oneDNN's matmul primitive, which adds the bias
+// itself (the default, dnnl_sgemm on a zero-filled D, is what the other tests run); D starts as
+// NaN here (make_operands poisons it when beta = 0), which neither path may read.
+TEST(CpuBackend, MatmulPrimitivePathMatchesTheReference) {
   CpuBackendOptions options;
-  options.onednn_matmul = false;
+  options.onednn_matmul = true;
   for (epigemm_epilogue_t e : kEpilogues) {
     for (epigemm_dtype_t t : {F32, BF16}) {
       Case c;

@@ -11,8 +11,8 @@
 //   2. acc = alpha op(A) op(B)[:, j0:j0+w] + beta D_old[:, j0:j0+w], in fp32: in D itself when D
 //      is fp32, else in a gemm_m x w workspace panel (D_old widened into it when beta != 0);
 //      fp16/bf16 A and B are widened block by block (gemm_k blocks of conversion_k_block) into the
-//      workspace and the GEMM accumulates over the blocks;
-//      with alpha = 1 and beta = 0 oneDNN's matmul also adds the (fp32 or widened) bias;
+//      workspace and the GEMM accumulates over the blocks; with options.onednn_matmul, alpha = 1
+//      and beta = 0 run oneDNN's matmul primitive, which also adds the (fp32 or widened) bias;
 //   3. the rest of the epilogue on the panel, split over the threads by columns (by rows for
 //      DGELU_BGRAD, whose row sums stay on one thread).
 // The GEMM engine's own threads run step 2; steps 1 and 3 are OpenMP loops, so the two never

@@ -30,8 +30,9 @@ struct CpuBackendOptions {
   int threads = 0;
   CpuGemmEngine engine = default_cpu_gemm_engine();
   // oneDNN only: run alpha = 1, beta = 0 GEMMs through its matmul primitive (adds the bias, does
-  // not read D) rather than dnnl_sgemm on a zero-filled D (docs/cpu_backend.md compares them).
-  bool onednn_matmul = true;
+  // not read D) rather than dnnl_sgemm on a zero-filled D. Off by default: dnnl_sgemm plus the
+  // zero fill was faster on 11 of the 12 benchmark cases (docs/cpu_backend.md).
+  bool onednn_matmul = false;
   // Which build of the epilogue kernels runs: the widest this CPU allows, or a narrower one
   // (tests run every build the CPU has; the benchmark compares them).
   CpuKernelBuild kernels = CpuKernelBuild::widest;
