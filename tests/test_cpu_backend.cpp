@@ -7,7 +7,8 @@
 //   - the workspace: none for all-fp32 calls, blocks (not full-size copies) for fp16/bf16, and
 //     small panels / k blocks giving the same results as the defaults;
 //   - odd leading dimensions and misaligned pointers through every kernel build this CPU runs
-//     (the matrix reaches only the widest), against the reference.
+//     (the matrix reaches only the widest), against the reference;
+//   - the other GEMM paths: oneDNN's matmul primitive and the OpenBLAS engine.
 #include <gtest/gtest.h>
 
 #if defined(EPIGEMM_BUILT_WITH_CPU_BACKEND)
@@ -373,6 +374,34 @@ TEST(CpuBackend, MatmulPrimitivePathMatchesTheReference) {
       c.ab = c.d = c.side = t;
       c.seed = 31;
       SCOPED_TRACE(std::string(epigemm_epilogue_name(e)) + " dtype " + std::to_string(int(t)));
+      expect_matches_reference(c, options);
+    }
+  }
+}
+
+// The OpenBLAS engine (the one a build without oneDNN runs): cblas_sgemm with beta = 0 does not
+// read D, so it gets no zero fill; everything around the GEMM is the same code.
+TEST(CpuBackend, OpenblasEngineMatchesTheReference) {
+  if (!epigemm::cpu_gemm_engine_available(epigemm::CpuGemmEngine::openblas)) {
+    GTEST_SKIP() << "SKIP: OpenBLAS is not in this build";
+  }
+  CpuBackendOptions options;
+  options.engine = epigemm::CpuGemmEngine::openblas;
+  for (epigemm_epilogue_t e : kEpilogues) {
+    for (int t = 0; t < 4; ++t) {
+      Case c;
+      c.epilogue = e;
+      c.transa = t / 2 ? EPIGEMM_OP_T : EPIGEMM_OP_N;
+      c.transb = t % 2 ? EPIGEMM_OP_T : EPIGEMM_OP_N;
+      c.m = 53;
+      c.n = 41;
+      c.k = 29;
+      c.ab = c.d = t % 2 ? BF16 : F32;
+      c.side = F32;
+      c.beta = t == 3 ? 0.5f : 0.0f;
+      c.pad = 2;
+      c.seed = 41 + uint32_t(t);
+      SCOPED_TRACE(std::string(epigemm_epilogue_name(e)) + " case " + std::to_string(t));
       expect_matches_reference(c, options);
     }
   }
