@@ -224,8 +224,9 @@ Status CpuBackend::panel_product(const GemmCall& call, const WorkspacePlan& plan
     return Status();
   }
 
-  // alpha = 1, beta = 0 (every layer call but an accumulating wgrad) overwrites acc without
-  // reading it. Otherwise the engine computes beta * C: C must hold D_old, or zeros when
+  // "overwrite": an alpha = 1, beta = 0 call (every layer call but an accumulating wgrad) whose
+  // GEMM writes acc without reading it: oneDNN's matmul primitive (options.onednn_matmul) or
+  // cblas_sgemm. Otherwise the engine computes beta * C: C must hold D_old, or zeros when
   // beta = 0, since dnnl_sgemm reads C even then (0 * NaN would leak a poisoned D).
   const bool overwrite = call.alpha == 1.0f && call.beta == 0.0f &&
                          (options_.onednn_matmul || options_.engine != CpuGemmEngine::onednn);
