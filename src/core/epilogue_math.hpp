@@ -9,6 +9,10 @@
 // which are the tanh formulas rewritten with 1 + tanh(u) = 2 s and 1 - tanh(u)^2 = 4 s (1 - s).
 // The sigmoid form has no cancellation for negative x, where 1 + tanh(u) loses every digit in
 // fp32 (gelu_tanh(-5.5) would come out as 0 instead of -5.93e-9).
+// s and s (1 - s) come from t = exp(-|2u|) in (0, 1] and r = 1 / (1 + t): s = r for u >= 0 and
+// t r for u < 0, s (1 - s) = t r^2 either way. One exponential and one reciprocal per element
+// (the element-wise GPU kernels are bound by these instructions, not by memory, with more), no
+// overflow (t <= 1) and no subtraction of nearly equal values.
 #pragma once
 
 #include <cmath>
@@ -42,13 +46,29 @@ EPIGEMM_HOST_DEVICE T where(bool condition, T if_true, T if_false) {
   return condition ? if_true : if_false;
 }
 
+// t = exp(-|a|) and r = 1 / (1 + t) for a = 2u; sigmoid(a) = where(a < 0, t r, r).
+template <typename T>
+struct SigmoidParts {
+  T t;
+  T r;
+  T sigmoid;
+};
+
+template <typename T>
+EPIGEMM_HOST_DEVICE SigmoidParts<T> sigmoid_parts(T a) {
+  using std::exp;
+  const T minus_abs_a = where(a < T(0), a, T(0) - a);
+  const T t = exp(minus_abs_a);  // in (0, 1]; NaN stays NaN
+  const T r = T(1) / (T(1) + t);
+  return SigmoidParts<T>{t, r, where(a < T(0), t * r, r)};
+}
+
 // gelu_tanh(x) = 0.5 x (1 + tanh(u)).  NaN in, NaN out.
 template <typename T>
 EPIGEMM_HOST_DEVICE T gelu_tanh(T x) {
   using C = GeluTanhConstants<typename ScalarOf<T>::type>;
-  using std::exp;
-  const T u = C::sqrt_2_over_pi * (x + C::cubic * x * x * x);
-  const T inside = x / (T(1) + exp(T(-2) * u));
+  const T two_u = T(2) * C::sqrt_2_over_pi * (x + C::cubic * x * x * x);
+  const T inside = x * sigmoid_parts(two_u).sigmoid;
   // -0 is the limit from below.
   return where(x > C::saturation, x, where(x < -C::saturation, T(0) * T(-1), inside));
 }
@@ -57,12 +77,11 @@ EPIGEMM_HOST_DEVICE T gelu_tanh(T x) {
 template <typename T>
 EPIGEMM_HOST_DEVICE T gelu_tanh_grad(T x) {
   using C = GeluTanhConstants<typename ScalarOf<T>::type>;
-  using std::exp;
   const T x2 = x * x;
-  const T e = exp(T(-2) * C::sqrt_2_over_pi * (x + C::cubic * x2 * x));  // may be 0 or Inf
-  const T s = T(1) / (T(1) + e);
-  const T s_one_minus_s = T(1) / (T(2) + e + T(1) / e);  // e / (1 + e)^2, finite at both ends
-  const T inside = s + T(2) * x * s_one_minus_s * C::sqrt_2_over_pi * (T(1) + T(3) * C::cubic * x2);
+  const SigmoidParts<T> p = sigmoid_parts(T(2) * C::sqrt_2_over_pi * (x + C::cubic * x2 * x));
+  const T s_one_minus_s = p.t * p.r * p.r;
+  const T inside =
+      p.sigmoid + T(2) * x * s_one_minus_s * C::sqrt_2_over_pi * (T(1) + T(3) * C::cubic * x2);
   return where(x > C::saturation, T(1), where(x < -C::saturation, T(0), inside));
 }
 
