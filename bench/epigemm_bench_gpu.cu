@@ -442,6 +442,7 @@ double kernel_bytes(epigemm::cuda::TileOp op, int64_t rows, int64_t cols, double
     case TileOp::dgelu:
     case TileOp::dgelu_bgrad: return elems * (acc_bytes + 4);
     case TileOp::row_sums: return elems * 2;
+    case TileOp::bias_broadcast: return elems * 2;
   }
   return 0;
 }
@@ -539,10 +540,14 @@ int main(int argc, char** argv) {
   if (!epigemm_backend_usable(ctx, EPIGEMM_BACKEND_CUDA)) die("the cuda backend is not usable here");
   epigemm::CudaBackendOptions inplace_options;
   inplace_options.fp32_intermediate = false;
+  inplace_options.bias_through_gemm_beta = false;
+  epigemm::CudaBackendOptions bias_kernel_options;  // BIAS: fp32 intermediate + the BIAS kernel
+  bias_kernel_options.bias_through_gemm_beta = false;
   epigemm::CudaBackendOptions serial_options;
   serial_options.concurrent_bgradb = false;
   auto inplace_backend = epigemm::create_cuda_backend(inplace_options);
   auto serial_backend = epigemm::create_cuda_backend(serial_options);
+  auto bias_kernel_backend = epigemm::create_cuda_backend(bias_kernel_options);
   epigemm::cuda::KernelTuning tuning;
   if (!epigemm::cuda::query_kernel_tuning(&tuning).ok()) die("query_kernel_tuning failed");
 
@@ -655,7 +660,8 @@ int main(int argc, char** argv) {
             epigemm_gemm_desc_destroy(api_other.desc);
           }
           ws_bytes = std::max({ws_bytes, inplace_backend->workspace_bytes(probe),
-                               serial_backend->workspace_bytes(probe)});
+                               serial_backend->workspace_bytes(probe),
+                               bias_kernel_backend->workspace_bytes(probe)});
         }
         DeviceBuffer ws(ws_bytes);
         std::vector<epigemm::GemmCall> calls;
@@ -750,6 +756,12 @@ int main(int argc, char** argv) {
           });
           names.push_back("cuda_inplace");
         }
+        if (e == EPIGEMM_EPILOGUE_BIAS) {
+          fns.push_back([&](int rep) {
+            if (!bias_kernel_backend->run(calls[size_t(rep % sets)]).ok()) die("cuda_bias_kernel run failed");
+          });
+          names.push_back("cuda_bias_kernel");
+        }
         if (e == EPIGEMM_EPILOGUE_BGRADB) {
           fns.push_back([&](int rep) {
             if (!serial_backend->run(calls[size_t(rep % sets)]).ok()) die("cuda_serial run failed");
@@ -775,13 +787,19 @@ int main(int argc, char** argv) {
         // The epilogue kernel alone, from the fp32 intermediate and from bf16 acc.
         if (e != EPIGEMM_EPILOGUE_DEFAULT) {
           using epigemm::cuda::TileArgs;
-          const epigemm::cuda::TileOp op = tile_op(e);
+          const epigemm::cuda::TileOp epilogue_op = tile_op(e);
           // Partials of a row sum: BGRADB sums B (stored gemm_n x gemm_k) over its columns.
-          const bool over_b = op == epigemm::cuda::TileOp::row_sums;
+          const bool over_b = epilogue_op == epigemm::cuda::TileOp::row_sums;
           const int64_t partial_count = epigemm::cuda::row_partial_elements(
-              tuning, op, over_b ? g0.n : g0.m, over_b ? g0.k : g0.n);
+              tuning, epilogue_op, over_b ? g0.n : g0.m, over_b ? g0.k : g0.n);
           DeviceBuffer partials(size_t(std::max<int64_t>(1, partial_count)) * 4);
-          for (int acc_f32 = 1; acc_f32 >= 0; --acc_f32) {
+          // (acc_f32, op): the kernel from the fp32 intermediate, from bf16 acc (in place), and
+          // for BIAS the broadcast of the bias into D that precedes a GEMM with beta = 1.
+          std::vector<std::pair<int, epigemm::cuda::TileOp>> jobs = {{1, tile_op(e)}, {0, tile_op(e)}};
+          if (e == EPIGEMM_EPILOGUE_BIAS) jobs.push_back({0, epigemm::cuda::TileOp::bias_broadcast});
+          for (const auto& job : jobs) {
+            const int acc_f32 = job.first;
+            const epigemm::cuda::TileOp op = job.second;
             auto args_for = [&](int r) {
               const epigemm::GemmCall& c = calls[size_t(r)];
               TileArgs a;
@@ -837,7 +855,9 @@ int main(int argc, char** argv) {
             for (int config = 0; config < configs; ++config) {
               const double ms = kernel_ms[size_t(config)];
               const double tbps = bytes / (ms * 1e-3) / 1e12;
-              std::string variant = acc_f32 ? "kernel" : "kernel_bf16acc";
+              std::string variant = op == epigemm::cuda::TileOp::bias_broadcast ? "kernel_broadcast"
+                                    : acc_f32                                      ? "kernel"
+                                                                                   : "kernel_bf16acc";
               if (config != used) variant += "_config" + std::to_string(config);
               std::string note = vector ? "vector path, threads_x " + std::to_string(epigemm::cuda::kTileConfigs[config].threads_x) +
                                               ", batch " + std::to_string(epigemm::cuda::kTileConfigs[config].batch) +
@@ -897,12 +917,15 @@ int main(int argc, char** argv) {
     const Row* lt_row = by_key.count(key + "lt_fused") ? by_key[key + "lt_fused"] : nullptr;
     const Row* inplace = by_key.count(key + "cuda_inplace") ? by_key[key + "cuda_inplace"] : nullptr;
     const Row* conc = by_key.count(key + "cuda_serial") ? by_key[key + "cuda_serial"] : nullptr;
+    const Row* bias_kernel = by_key.count(key + "cuda_bias_kernel") ? by_key[key + "cuda_bias_kernel"] : nullptr;
     const double limit = (floor_ms + r.bytes / (copy_tbps * 1e12) * 1e3 / 0.85) / floor_ms;
     const double lt_ms = lt_row ? lt_row->ms : NAN;
     const double alt = inplace ? inplace->ratio_to_floor : conc ? conc->ratio_to_floor : NAN;
     md << "| " << r.shape << " | " << r.pass << " | " << r.epilogue << " | " << fmt(floor_ms, 4) << " | " << fmt(r.ms, 4)
        << " | " << fmt(r.ratio_to_floor) << " | " << fmt(limit) << " | " << (r.ratio_to_floor <= limit ? "yes" : "NO")
-       << " | " << fmt(alt) << (conc ? " (serial)" : "") << " | " << fmt(lt_ms, 4) << " | "
+       << " | " << fmt(alt) << (conc ? " (serial)" : "")
+       << (bias_kernel ? "; fp32 intermediate + kernel " + fmt(bias_kernel->ratio_to_floor) : std::string())
+       << " | " << fmt(lt_ms, 4) << " | "
        << fmt(lt_row ? lt_row->ratio_to_floor : NAN) << " | " << fmt(lt_ms / r.ms) << " | " << r.check << " |\n";
     summary.push_back({r.shape, r.pass, r.epilogue, r.ratio_to_floor, lt_ms / r.ms, limit});
   }

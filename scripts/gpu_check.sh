@@ -9,6 +9,11 @@
 #
 # Environment: TESTS_FILTER / MEMCHECK_FILTER / RACECHECK_FILTER (gtest filters; TESTS_FILTER
 # defaults to the whole binary), BENCH_ARGS (e.g. "--reps 40").
+# DISPATCH_REFRESH=1: afterwards, regenerate src/backends/cublaslt/dispatch_table.inc from this
+# run's benchmark (scripts/make_dispatch_table.py), rebuild, run the dispatch and cublaslt/auto
+# tests and the whole benchmark again with the new table compiled in (results in $OUT/rerun).
+# PACK=1: at the end, pack everything under $OUT into $OUT/gpu-check.tgz (the device tool
+# returns at most 8 files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -87,6 +92,19 @@ timeout 90 compute-sanitizer --tool racecheck --error-exitcode 99 \
 RACECHECK_RC=$?
 tail -3 "$OUT/sanitizers.racecheck.log"
 
+REFRESH_RC=0
+if [ "${DISPATCH_REFRESH:-0}" = 1 ]; then
+  step "dispatch table from this run's benchmark; rebuild; dispatch tests and benchmark again"
+  mkdir -p "$OUT/rerun"
+  { python3 scripts/make_dispatch_table.py "$OUT/bench_gpu.csv" &&
+    cp src/backends/cublaslt/dispatch_table.inc "$OUT/rerun/" &&
+    cmake --build "$BUILD" -j"$(nproc)" --target epigemm_tests epigemm_bench_gpu &&
+    timeout 120 "$TESTS" --gtest_filter='*Dispatch*:cublaslt/*:auto_device/*' > "$OUT/rerun/tests.log" 2>&1 &&
+    timeout 240 "$BENCH" --out "$OUT/rerun" $BENCH_ARGS > "$OUT/rerun/bench.log" 2>&1; } > "$OUT/rerun/refresh.log" 2>&1
+  REFRESH_RC=$?
+  echo "refresh rc $REFRESH_RC; dispatch tests: $(counts "$OUT/rerun/tests.log")"
+  grep -E "^dispatch over" "$OUT/rerun/bench.log"
+fi
 
 # At most 8 files come back from the GPU machine: one sanitizer log.
 cat "$OUT/sanitizers.memcheck.log" "$OUT/sanitizers.racecheck.log" > "$OUT/sanitizers.log"
@@ -101,4 +119,7 @@ echo "memcheck:  rc $MEMCHECK_RC, $MEMCHECK_SUMMARY"
 echo "racecheck: rc $RACECHECK_RC, $RACECHECK_SUMMARY"
 echo "bench:     rc $BENCH_RC"
 sed -n '/^copy /,$p' "$OUT/bench.log"
-[ $TESTS_RC -eq 0 ] && [ $MEMCHECK_RC -eq 0 ] && [ $RACECHECK_RC -eq 0 ] && [ $BENCH_RC -eq 0 ]
+if [ "${PACK:-0}" = 1 ]; then
+  tar czf /tmp/gpu-check.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/gpu-check.tgz "$OUT/"
+fi
+[ $REFRESH_RC -eq 0 ] && [ $TESTS_RC -eq 0 ] && [ $MEMCHECK_RC -eq 0 ] && [ $RACECHECK_RC -eq 0 ] && [ $BENCH_RC -eq 0 ]

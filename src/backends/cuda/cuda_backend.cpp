@@ -5,6 +5,8 @@
 //      a second stream, concurrent with it, joined back to the caller's stream with an event.
 //   2. acc = alpha op(A) op(B) + beta D_old by cublasGemmEx into either D itself or an fp32
 //      gemm_m x gemm_n intermediate in the workspace (CudaBackendOptions::fp32_intermediate).
+//      BIAS with beta = 0: D = bias broadcast first, then the GEMM with beta = 1 adds acc to it
+//      (CudaBackendOptions::bias_through_gemm_beta), and step 3 is not needed.
 //   3. One epilogue kernel reading acc and writing D (and aux / bias-gradient partials).
 // Everything is ordered on the caller's stream (the second stream only between a fork and a join
 // on it): no allocation, no host synchronization, no device-to-host copy, so a call can be
@@ -108,15 +110,23 @@ class CudaBackend final : public Backend {
 
  private:
   Status init();
+  // The bias goes into D before the GEMM, which adds acc with beta = 1. Only where that is the
+  // contract's D = acc + bias with one rounding: beta = 0 (D_old is not part of acc), the bias
+  // stored in D without rounding (same dtype, or D fp32), and a GEMM that runs (k > 0).
+  bool bias_through_beta(const GemmCall& call) const {
+    return options_.bias_through_gemm_beta && call.epilogue == EPIGEMM_EPILOGUE_BIAS &&
+           call.beta == 0.0f && call.gemm_k > 0 &&
+           (call.bias.dtype == call.d.dtype || call.d.dtype == EPIGEMM_DTYPE_F32);
+  }
   bool uses_fp32_intermediate(const GemmCall& call) const {
     return options_.fp32_intermediate && call.d.dtype != EPIGEMM_DTYPE_F32 &&
-           epilogue_computes_on_acc(call.epilogue);
+           epilogue_computes_on_acc(call.epilogue) && !bias_through_beta(call);
   }
   int64_t partial_elements(const GemmCall& call) const;
   WorkspaceLayout layout(const GemmCall& call) const;
   Status bias_grad_of_b(const GemmCall& call, float* partials, cudaStream_t stream) const;
-  Status gemm(const GemmCall& call, void* out, epigemm_dtype_t out_dtype, int64_t ld_out,
-              void* cublas_workspace, cudaStream_t stream);
+  Status gemm(const GemmCall& call, float beta, void* out, epigemm_dtype_t out_dtype,
+              int64_t ld_out, void* cublas_workspace, cudaStream_t stream);
 
   CudaBackendOptions options_;
   bool usable_ = false;
@@ -207,15 +217,16 @@ Status CudaBackend::bias_grad_of_b(const GemmCall& call, float* partials, cudaSt
                                   stream);
 }
 
-Status CudaBackend::gemm(const GemmCall& call, void* out, epigemm_dtype_t out_dtype, int64_t ld_out,
-                         void* cublas_workspace, cudaStream_t stream) {
+// out = alpha op(A) op(B) + beta out (beta is the call's, or 1 when D holds the bias already).
+Status CudaBackend::gemm(const GemmCall& call, float beta, void* out, epigemm_dtype_t out_dtype,
+                         int64_t ld_out, void* cublas_workspace, cudaStream_t stream) {
   // cublasSetStream drops a user workspace, so the workspace is set after it.
   EPIGEMM_CUBLAS_CHECK(cublasSetStream(handle_, stream));
   EPIGEMM_CUBLAS_CHECK(cublasSetWorkspace(handle_, cublas_workspace, kCublasWorkspaceBytes));
   const cublasComputeType_t compute = call.a.dtype == EPIGEMM_DTYPE_F32 && call.allow_tf32
                                           ? CUBLAS_COMPUTE_32F_FAST_TF32
                                           : CUBLAS_COMPUTE_32F;
-  const float alpha = call.alpha, beta = call.beta;
+  const float alpha = call.alpha;
   const int64_t int_max = std::numeric_limits<int>::max();
   if (std::max({call.gemm_m, call.gemm_n, call.gemm_k, call.a.ld, call.b.ld, ld_out}) <= int_max) {
     // The 32-bit entry point whenever it can express the call: it is the one the math floor of
@@ -255,7 +266,20 @@ Status CudaBackend::run(const GemmCall& call) {
     if (concurrent) EPIGEMM_CUDA_CHECK(cudaEventRecord(join_event_, side_stream_));
   }
 
-  if (m > 0 && n > 0) {
+  if (m > 0 && n > 0 && bias_through_beta(call)) {
+    // 2'. D = bias[i] in every column, then D = alpha op(A) op(B) + 1 D.
+    cuda::TileArgs args;
+    args.rows = m;
+    args.cols = n;
+    args.d = call.d.data;
+    args.d_dtype = call.d.dtype;
+    args.ld_d = call.d.ld;
+    args.bias = call.bias.data;
+    args.bias_dtype = call.bias.dtype;
+    EPIGEMM_RETURN_IF_ERROR(cuda::launch_tile_kernel(tuning_, cuda::TileOp::bias_broadcast, args,
+                                                     nullptr, EPIGEMM_DTYPE_F32, stream));
+    EPIGEMM_RETURN_IF_ERROR(gemm(call, 1.0f, call.d.data, call.d.dtype, call.d.ld, ws.cublas, stream));
+  } else if (m > 0 && n > 0) {
     // 2. acc, into D or the fp32 intermediate.
     void* acc = call.d.data;
     epigemm_dtype_t acc_dtype = call.d.dtype;
@@ -276,7 +300,7 @@ Status CudaBackend::run(const GemmCall& call) {
         EPIGEMM_RETURN_IF_ERROR(cuda::launch_scale_copy(call.d.data, call.d.dtype, call.d.ld, acc,
                                                         acc_dtype, ld_acc, m, n, 1.0f, true, stream));
       }
-      EPIGEMM_RETURN_IF_ERROR(gemm(call, acc, acc_dtype, ld_acc, ws.cublas, stream));
+      EPIGEMM_RETURN_IF_ERROR(gemm(call, call.beta, acc, acc_dtype, ld_acc, ws.cublas, stream));
     }
 
     // 3. The epilogue.

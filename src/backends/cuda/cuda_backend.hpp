@@ -20,6 +20,12 @@ struct CudaBackendOptions {
   // the caller's stream with events. Measured faster than running it after the GEMM on all five
   // public shapes on the H200 (docs/cuda_backend.md).
   bool concurrent_bgradb = true;
+  // BIAS with beta = 0, bias in D's dtype (or D fp32): write the bias into every column of D,
+  // then let the GEMM add acc with beta = 1 (cuBLAS adds in fp32 and rounds once: the contract's
+  // numerics). The epilogue then costs one write of D instead of a GEMM into an fp32
+  // intermediate plus a read of it and a write of D. false: the fp32 intermediate and the BIAS
+  // kernel, as for the other epilogues.
+  bool bias_through_gemm_beta = true;
 };
 
 std::unique_ptr<Backend> create_cuda_backend();

@@ -47,20 +47,69 @@ __device__ __forceinline__ uint32_t pack_pair(float a, float b, epigemm_dtype_t 
   return word;
 }
 
-// 8 consecutive elements starting at `offset` (a multiple of 8; base 16-byte aligned).
-__device__ __forceinline__ void load8(const void* base, epigemm_dtype_t dtype, int64_t offset,
-                                      float (&v)[8]) {
-  if (dtype == EPIGEMM_DTYPE_F32) {
-    const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(base) + offset);
-    const float4 lo = p[0], hi = p[1];
-    v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
-    v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+// 8 consecutive elements as loaded, before conversion to float: one 16-byte word for a 2-byte
+// dtype, two for fp32 (kWide). The width is a template parameter so that a thread keeps a batch
+// of columns in flight in 4 registers per column of bf16 (8 of fp32) instead of 8 floats; a
+// runtime width would reserve the fp32 size for every dtype.
+template <bool kWide>
+struct Raw8;
+template <>
+struct Raw8<false> {
+  uint4 lo;
+};
+template <>
+struct Raw8<true> {
+  uint4 lo;
+  uint4 hi;
+};
+
+// Loads 8 consecutive elements starting at `offset` (a multiple of 8; base 16-byte aligned).
+// Plain loads: the streaming hint (ld.global.cs) measured 5-9% slower on the H200 (an fp32
+// thread's two 16-byte halves share 32-byte sectors, which .cs evicts between the two loads).
+template <bool kWide>
+__device__ __forceinline__ void load_raw8(const void* base, int64_t offset, Raw8<kWide>& raw) {
+  if constexpr (kWide) {
+    const uint4* p = reinterpret_cast<const uint4*>(static_cast<const float*>(base) + offset);
+    raw.lo = p[0];
+    raw.hi = p[1];
   } else {
-    const uint4 raw = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(base) + offset);
-    unpack_pair(raw.x, dtype, v + 0);
-    unpack_pair(raw.y, dtype, v + 2);
-    unpack_pair(raw.z, dtype, v + 4);
-    unpack_pair(raw.w, dtype, v + 6);
+    raw.lo = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(base) + offset);
+  }
+}
+
+template <bool kWide>
+__device__ __forceinline__ void zero_raw8(Raw8<kWide>& raw) {
+  raw.lo = make_uint4(0, 0, 0, 0);  // 0.0 in every dtype
+  if constexpr (kWide) raw.hi = make_uint4(0, 0, 0, 0);
+}
+
+// dtype: fp32 when kWide, else fp16 or bf16.
+template <bool kWide>
+__device__ __forceinline__ void unpack8(const Raw8<kWide>& raw, epigemm_dtype_t dtype, float (&v)[8]) {
+  if constexpr (kWide) {
+    v[0] = __uint_as_float(raw.lo.x); v[1] = __uint_as_float(raw.lo.y);
+    v[2] = __uint_as_float(raw.lo.z); v[3] = __uint_as_float(raw.lo.w);
+    v[4] = __uint_as_float(raw.hi.x); v[5] = __uint_as_float(raw.hi.y);
+    v[6] = __uint_as_float(raw.hi.z); v[7] = __uint_as_float(raw.hi.w);
+  } else {
+    unpack_pair(raw.lo.x, dtype, v + 0);
+    unpack_pair(raw.lo.y, dtype, v + 2);
+    unpack_pair(raw.lo.z, dtype, v + 4);
+    unpack_pair(raw.lo.w, dtype, v + 6);
+  }
+}
+
+// 8 values of any dtype as floats (the bias: once per thread).
+__device__ __forceinline__ void load8_floats(const void* base, epigemm_dtype_t dtype, int64_t offset,
+                                             float (&v)[8]) {
+  if (dtype == EPIGEMM_DTYPE_F32) {
+    Raw8<true> raw;
+    load_raw8(base, offset, raw);
+    unpack8(raw, dtype, v);
+  } else {
+    Raw8<false> raw;
+    load_raw8(base, offset, raw);
+    unpack8(raw, dtype, v);
   }
 }
 
@@ -100,7 +149,10 @@ __device__ __forceinline__ void store1(void* base, epigemm_dtype_t dtype, int64_
   }
 }
 
-constexpr bool op_reads_bias(TileOp op) { return op == TileOp::bias || op == TileOp::gelu_aux_bias; }
+constexpr bool op_reads_bias(TileOp op) {
+  return op == TileOp::bias || op == TileOp::gelu_aux_bias || op == TileOp::bias_broadcast;
+}
+constexpr bool op_reads_acc(TileOp op) { return op != TileOp::bias_broadcast; }
 constexpr bool op_writes_aux(TileOp op) {
   return op == TileOp::gelu_aux || op == TileOp::gelu_aux_bias;
 }
@@ -115,15 +167,58 @@ __device__ __forceinline__ int64_t thread_row(int64_t tile_row0, int r) {
                  : tile_row0 + threadIdx.x + int64_t(kThreadsX) * r;
 }
 
-// Loads the thread's 8 values of column j from an m x n matrix; rows past m read nothing.
-template <bool kVector, int kThreadsX>
+// A thread's 8 values of one column while in flight: raw 16-byte words on the vector path,
+// floats on the scalar path (where kWide plays no part).
+template <bool kVector, bool kWide>
+struct Loaded {
+  float v[kRowsPerThread];
+};
+template <bool kWide>
+struct Loaded<true, kWide> {
+  Raw8<kWide> raw;
+};
+
+// Loads the thread's 8 values of column j from an m x n matrix; rows past m read nothing (and
+// count as 0).
+template <bool kVector, int kThreadsX, bool kWide>
 __device__ __forceinline__ void load_rows(const void* base, epigemm_dtype_t dtype, int64_t ld,
                                           int64_t tile_row0, int64_t rows, int64_t j,
-                                          float (&v)[8]) {
-  if (kVector) {
+                                          Loaded<kVector, kWide>& out) {
+  if constexpr (kVector) {
     const int64_t row = thread_row<true, kThreadsX>(tile_row0, 0);
     if (row < rows) {
-      load8(base, dtype, row + j * ld, v);  // rows % 8 == 0: all 8 rows or none
+      load_raw8(base, row + j * ld, out.raw);  // rows % 8 == 0: all 8 rows or none
+    } else {
+      zero_raw8(out.raw);
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      const int64_t row = thread_row<false, kThreadsX>(tile_row0, r);
+      out.v[r] = row < rows ? load1(base, dtype, row + j * ld) : 0.0f;
+    }
+  }
+}
+
+template <bool kVector, bool kWide>
+__device__ __forceinline__ void to_floats(const Loaded<kVector, kWide>& in, epigemm_dtype_t dtype,
+                                          float (&v)[kRowsPerThread]) {
+  if constexpr (kVector) {
+    unpack8(in.raw, dtype, v);
+  } else {
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) v[r] = in.v[r];
+  }
+}
+
+// The bias values of the thread's 8 rows (bias has length rows).
+template <bool kVector, int kThreadsX>
+__device__ __forceinline__ void load_bias_rows(const void* bias, epigemm_dtype_t dtype,
+                                               int64_t tile_row0, int64_t rows, float (&v)[8]) {
+  if constexpr (kVector) {
+    const int64_t row = thread_row<true, kThreadsX>(tile_row0, 0);
+    if (row < rows) {
+      load8_floats(bias, dtype, row, v);
     } else {
 #pragma unroll
       for (int r = 0; r < kRowsPerThread; ++r) v[r] = 0.0f;
@@ -132,7 +227,7 @@ __device__ __forceinline__ void load_rows(const void* base, epigemm_dtype_t dtyp
 #pragma unroll
     for (int r = 0; r < kRowsPerThread; ++r) {
       const int64_t row = thread_row<false, kThreadsX>(tile_row0, r);
-      v[r] = row < rows ? load1(base, dtype, row + j * ld) : 0.0f;
+      v[r] = row < rows ? load1(bias, dtype, row) : 0.0f;
     }
   }
 }
@@ -161,7 +256,10 @@ __device__ __forceinline__ void store_rows(void* base, epigemm_dtype_t dtype, in
 // run of consecutive bytes per block longer (DRAM pages are read in longer pieces); kBatch
 // columns are loaded before any is computed (loads in flight per thread); kMinBlocks caps the
 // registers so that that many blocks fit on a multiprocessor (warps in flight per SM).
-template <TileOp kOp, bool kVector, int kThreadsX, int kBatch, int kMinBlocks>
+//
+// kWideAcc / kWideAux (vector path only): acc / aux are fp32 (else fp16 or bf16).
+template <TileOp kOp, bool kVector, int kThreadsX, int kBatch, int kMinBlocks, bool kWideAcc,
+          bool kWideAux>
 __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
     tile_kernel(TileArgs args, int64_t columns_per_chunk) {
   constexpr int kThreadsY = kBlockThreads / kThreadsX;
@@ -171,7 +269,7 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
 
   float bias[kRowsPerThread] = {};
   if constexpr (op_reads_bias(kOp)) {
-    load_rows<kVector, kThreadsX>(args.bias, args.bias_dtype, 0, tile_row0, rows, 0, bias);
+    load_bias_rows<kVector, kThreadsX>(args.bias, args.bias_dtype, tile_row0, rows, bias);
   }
   float sums[kRowsPerThread] = {};
 
@@ -180,15 +278,17 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
   for (int64_t j0 = column_begin + threadIdx.y; j0 < column_end;
        j0 += int64_t(kThreadsY) * kBatch) {
     // All loads of the batch first, so that they are in flight together.
-    float acc[kBatch][kRowsPerThread];
-    float aux[kBatch][kRowsPerThread];
+    Loaded<kVector, kWideAcc> acc_loaded[kBatch];
+    Loaded<kVector, kWideAux> aux_loaded[kBatch];
 #pragma unroll
     for (int c = 0; c < kBatch; ++c) {
       const int64_t j = j0 + int64_t(kThreadsY) * c;
       if (j < column_end) {
-        load_rows<kVector, kThreadsX>(args.acc, args.acc_dtype, args.ld_acc, tile_row0, rows, j, acc[c]);
+        if constexpr (op_reads_acc(kOp)) {
+          load_rows<kVector, kThreadsX>(args.acc, args.acc_dtype, args.ld_acc, tile_row0, rows, j, acc_loaded[c]);
+        }
         if constexpr (op_reads_aux(kOp)) {
-          load_rows<kVector, kThreadsX>(args.aux, args.aux_dtype, args.ld_aux, tile_row0, rows, j, aux[c]);
+          load_rows<kVector, kThreadsX>(args.aux, args.aux_dtype, args.ld_aux, tile_row0, rows, j, aux_loaded[c]);
         }
       }
     }
@@ -196,21 +296,27 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
     for (int c = 0; c < kBatch; ++c) {
       const int64_t j = j0 + int64_t(kThreadsY) * c;
       if (j >= column_end) break;
+      float acc[kRowsPerThread] = {};
+      float aux[kRowsPerThread];
+      if constexpr (op_reads_acc(kOp)) to_floats(acc_loaded[c], args.acc_dtype, acc);
+      if constexpr (op_reads_aux(kOp)) to_floats(aux_loaded[c], args.aux_dtype, aux);
       float out[kRowsPerThread];
 #pragma unroll
       for (int r = 0; r < kRowsPerThread; ++r) {
-        const float a = acc[c][r];
+        const float a = acc[r];
         if constexpr (kOp == TileOp::bias) {
           out[r] = a + bias[r];
+        } else if constexpr (kOp == TileOp::bias_broadcast) {
+          out[r] = bias[r];
         } else if constexpr (kOp == TileOp::gelu_aux) {
-          aux[c][r] = a;
+          aux[r] = a;
           out[r] = gelu_tanh(a);
         } else if constexpr (kOp == TileOp::gelu_aux_bias) {
           const float z = a + bias[r];
-          aux[c][r] = z;
+          aux[r] = z;
           out[r] = gelu_tanh(z);
         } else if constexpr (kOp == TileOp::dgelu || kOp == TileOp::dgelu_bgrad) {
-          out[r] = a * gelu_tanh_grad(aux[c][r]);
+          out[r] = a * gelu_tanh_grad(aux[r]);
         } else {  // row_sums
           out[r] = a;
         }
@@ -221,7 +327,7 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
         store_rows<kVector, kThreadsX>(args.d, args.d_dtype, args.ld_d, tile_row0, rows, j, out);
       }
       if constexpr (op_writes_aux(kOp)) {
-        store_rows<kVector, kThreadsX>(args.aux, args.aux_dtype, args.ld_aux, tile_row0, rows, j, aux[c]);
+        store_rows<kVector, kThreadsX>(args.aux, args.aux_dtype, args.ld_aux, tile_row0, rows, j, aux);
       }
     }
   }
@@ -247,18 +353,21 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
   }
 }
 
-// out[i] = sum over chunks c of partials[c * rows + i]. A block of 32 x 8 threads owns 32 rows;
-// thread (x, y) adds chunks y, y + 8, y + 16, ... of row x in that order (8 loads in flight per
-// row instead of one chain), then the 8 sums of a row are added in y order: a fixed order, so
-// the result does not depend on timing.
+// out[i] = sum over chunks c of partials[c * rows + i]. A block of 32 x 32 threads owns 32 rows;
+// thread (x, y) adds chunks y, y + 32, y + 64, ... of row x in that order, then the 32 sums of
+// a row are added in y order: a fixed order, so the result does not depend on timing. The
+// kernel is latency-bound (a few MB of partials): 32 lanes and an unrolled loop put every load
+// of a row in flight at once (with 8 lanes and a loop of dependent iterations it cost 10-20% of
+// a bias reduction on the H200).
 constexpr int kFinishRows = 32;
-constexpr int kFinishLanes = 8;
+constexpr int kFinishLanes = 32;
 __global__ void __launch_bounds__(kFinishRows * kFinishLanes)
     finish_row_sums_kernel(const float* partials, int64_t chunks, int64_t rows, void* out,
                            epigemm_dtype_t out_dtype) {
   const int64_t i = int64_t(blockIdx.x) * kFinishRows + threadIdx.x;
   float total = 0.0f;
   if (i < rows) {
+#pragma unroll 4
     for (int64_t c = threadIdx.y; c < chunks; c += kFinishLanes) total += partials[c * rows + i];
   }
   __shared__ float lane_sums[kFinishLanes][kFinishRows];
@@ -316,33 +425,64 @@ Status check_launch(const char* what) {
   return Status();
 }
 
-template <TileOp kOp, int kConfig>
+// Which compiled tile kernel a launch uses. wide_acc / wide_aux: acc / aux in fp32 (vector path).
+struct KernelChoice {
+  bool vector = false;
+  int config = 0;  // vector path: index into kTileConfigs
+  bool wide_acc = false;
+  bool wide_aux = false;
+  int width_index() const { return (wide_acc ? 2 : 0) + (wide_aux ? 1 : 0); }
+};
+
+template <TileOp kOp, int kConfig, bool kWideAcc, bool kWideAux>
 const void* vector_kernel() {
   constexpr TileConfig c = kTileConfigs[kConfig];
-  return reinterpret_cast<const void*>(&tile_kernel<kOp, true, c.threads_x, c.batch, c.min_blocks>);
+  return reinterpret_cast<const void*>(
+      &tile_kernel<kOp, true, c.threads_x, c.batch, c.min_blocks, kWideAcc, kWideAux>);
 }
 
-template <TileOp kOp>
-const void* kernel_of(bool vector, int config) {
-  if (!vector) return reinterpret_cast<const void*>(&tile_kernel<kOp, false, kScalarThreadsX, kScalarBatch, 1>);
-  static_assert(kTileConfigCount == 5, "one case per configuration");
-  switch (config) {
-    case 0: return vector_kernel<kOp, 0>();
-    case 1: return vector_kernel<kOp, 1>();
-    case 2: return vector_kernel<kOp, 2>();
-    case 3: return vector_kernel<kOp, 3>();
-    default: return vector_kernel<kOp, 4>();
+// Only the widths an op loads are instantiated: aux width matters where aux is read (dgelu*),
+// acc width wherever acc is read.
+template <TileOp kOp, int kConfig>
+const void* vector_kernel_of_width(bool wide_acc, bool wide_aux) {
+  if constexpr (op_reads_acc(kOp) && op_reads_aux(kOp)) {
+    if (wide_acc) {
+      return wide_aux ? vector_kernel<kOp, kConfig, true, true>() : vector_kernel<kOp, kConfig, true, false>();
+    }
+    return wide_aux ? vector_kernel<kOp, kConfig, false, true>() : vector_kernel<kOp, kConfig, false, false>();
+  } else if constexpr (op_reads_acc(kOp)) {
+    return wide_acc ? vector_kernel<kOp, kConfig, true, false>() : vector_kernel<kOp, kConfig, false, false>();
+  } else {
+    return vector_kernel<kOp, kConfig, false, false>();
   }
 }
 
-const void* tile_kernel_for(TileOp op, bool vector, int config) {
+template <TileOp kOp>
+const void* kernel_of(const KernelChoice& k) {
+  if (!k.vector) {
+    return reinterpret_cast<const void*>(
+        &tile_kernel<kOp, false, kScalarThreadsX, kScalarBatch, 1, false, false>);
+  }
+  static_assert(kTileConfigCount == 6, "one case per configuration");
+  switch (k.config) {
+    case 0: return vector_kernel_of_width<kOp, 0>(k.wide_acc, k.wide_aux);
+    case 1: return vector_kernel_of_width<kOp, 1>(k.wide_acc, k.wide_aux);
+    case 2: return vector_kernel_of_width<kOp, 2>(k.wide_acc, k.wide_aux);
+    case 3: return vector_kernel_of_width<kOp, 3>(k.wide_acc, k.wide_aux);
+    case 4: return vector_kernel_of_width<kOp, 4>(k.wide_acc, k.wide_aux);
+    default: return vector_kernel_of_width<kOp, 5>(k.wide_acc, k.wide_aux);
+  }
+}
+
+const void* tile_kernel_for(TileOp op, const KernelChoice& k) {
   switch (op) {
-    case TileOp::bias: return kernel_of<TileOp::bias>(vector, config);
-    case TileOp::gelu_aux: return kernel_of<TileOp::gelu_aux>(vector, config);
-    case TileOp::gelu_aux_bias: return kernel_of<TileOp::gelu_aux_bias>(vector, config);
-    case TileOp::dgelu: return kernel_of<TileOp::dgelu>(vector, config);
-    case TileOp::dgelu_bgrad: return kernel_of<TileOp::dgelu_bgrad>(vector, config);
-    case TileOp::row_sums: return kernel_of<TileOp::row_sums>(vector, config);
+    case TileOp::bias: return kernel_of<TileOp::bias>(k);
+    case TileOp::gelu_aux: return kernel_of<TileOp::gelu_aux>(k);
+    case TileOp::gelu_aux_bias: return kernel_of<TileOp::gelu_aux_bias>(k);
+    case TileOp::dgelu: return kernel_of<TileOp::dgelu>(k);
+    case TileOp::dgelu_bgrad: return kernel_of<TileOp::dgelu_bgrad>(k);
+    case TileOp::row_sums: return kernel_of<TileOp::row_sums>(k);
+    case TileOp::bias_broadcast: return kernel_of<TileOp::bias_broadcast>(k);
   }
   return nullptr;
 }
@@ -370,14 +510,19 @@ TilePlan plan_tiles(int64_t rows, int64_t cols, int threads_x, int64_t target_bl
   return plan;
 }
 
-int threads_x_of(bool vector, int config) {
-  return vector ? kTileConfigs[config].threads_x : kScalarThreadsX;
+int threads_x_of(const KernelChoice& k) {
+  return k.vector ? kTileConfigs[k.config].threads_x : kScalarThreadsX;
 }
 
 // Blocks that fill the device once with the kernel a launch uses.
-int64_t target_blocks(const KernelTuning& tuning, TileOp op, bool vector, int config) {
-  const int per_sm = std::max(1, tuning.blocks_per_sm[int(op)][vector ? 1 + config : 0]);
+int64_t target_blocks(const KernelTuning& tuning, TileOp op, const KernelChoice& k) {
+  const int per_sm = std::max(
+      1, k.vector ? tuning.blocks_per_sm[int(op)][1 + k.config][k.width_index()] : tuning.blocks_per_sm[int(op)][0][0]);
   return int64_t(tuning.sm_count) * per_sm;
+}
+
+TilePlan plan_for(const KernelTuning& tuning, TileOp op, const KernelChoice& k, int64_t rows, int64_t cols) {
+  return plan_tiles(rows, cols, threads_x_of(k), target_blocks(tuning, op, k));
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -394,12 +539,18 @@ Status query_kernel_tuning(KernelTuning* tuning) {
   for (int op = 0; op < kTileOpCount; ++op) {
     tuning->vector_config[op] = kDefaultVectorConfig[op];
     for (int kernel = 0; kernel <= kTileConfigCount; ++kernel) {  // 0: scalar, 1 + c: vector c
-      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &tuning->blocks_per_sm[op][kernel],
-          tile_kernel_for(TileOp(op), kernel > 0, kernel > 0 ? kernel - 1 : 0), kBlockThreads, 0);
-      if (err != cudaSuccess) {
-        return EPIGEMM_BACKEND_ERROR("the epilogue kernels cannot run on this device: ",
-                                     cudaGetErrorString(err));
+      for (int width = 0; width < 4; ++width) {
+        KernelChoice k;
+        k.vector = kernel > 0;
+        k.config = kernel > 0 ? kernel - 1 : 0;
+        k.wide_acc = k.vector && width >= 2;
+        k.wide_aux = k.vector && width % 2 == 1;
+        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &tuning->blocks_per_sm[op][kernel][width], tile_kernel_for(TileOp(op), k), kBlockThreads, 0);
+        if (err != cudaSuccess) {
+          return EPIGEMM_BACKEND_ERROR("the epilogue kernels cannot run on this device: ",
+                                       cudaGetErrorString(err));
+        }
       }
     }
   }
@@ -408,7 +559,7 @@ Status query_kernel_tuning(KernelTuning* tuning) {
 
 bool tile_vector_path(TileOp op, const TileArgs& args) {
   if (args.rows % kRowsPerThread != 0) return false;
-  if (!aligned16(args.acc) || args.ld_acc % kRowsPerThread != 0) return false;
+  if (op_reads_acc(op) && (!aligned16(args.acc) || args.ld_acc % kRowsPerThread != 0)) return false;
   if (op_writes_d(op) && (!aligned16(args.d) || args.ld_d % kRowsPerThread != 0)) return false;
   if ((op_reads_aux(op) || op_writes_aux(op)) &&
       (!aligned16(args.aux) || args.ld_aux % kRowsPerThread != 0)) {
@@ -422,29 +573,38 @@ int64_t row_partial_elements(const KernelTuning& tuning, TileOp op, int64_t rows
   if (!op_sums_rows(op) || rows == 0 || cols == 0) return 0;
   // More target blocks never means fewer chunks, so the largest target bounds every kernel (the
   // workspace is sized before the pointers, hence the path, are known).
-  int64_t chunks = plan_tiles(rows, cols, kScalarThreadsX, target_blocks(tuning, op, false, 0)).column_chunks;
+  int64_t chunks = plan_for(tuning, op, KernelChoice{}, rows, cols).column_chunks;  // scalar
   for (int config = 0; config < kTileConfigCount; ++config) {
-    chunks = std::max(chunks, plan_tiles(rows, cols, kTileConfigs[config].threads_x,
-                                         target_blocks(tuning, op, true, config))
-                                  .column_chunks);
+    for (int width = 0; width < 4; ++width) {
+      KernelChoice k;
+      k.vector = true;
+      k.config = config;
+      k.wide_acc = width >= 2;
+      k.wide_aux = width % 2 == 1;
+      chunks = std::max(chunks, plan_for(tuning, op, k, rows, cols).column_chunks);
+    }
   }
   return chunks * rows;
 }
 
 Status launch_tile_kernel(const KernelTuning& tuning, TileOp op, const TileArgs& args,
                           void* row_sums_out, epigemm_dtype_t row_sums_dtype, cudaStream_t stream) {
-  const bool vector = tile_vector_path(op, args);
-  const int config = tuning.vector_config[int(op)];
-  const int threads_x = threads_x_of(vector, config);
-  const TilePlan plan =
-      plan_tiles(args.rows, args.cols, threads_x, target_blocks(tuning, op, vector, config));
+  KernelChoice k;
+  k.vector = tile_vector_path(op, args);
+  if (k.vector) {
+    k.config = tuning.vector_config[int(op)];
+    k.wide_acc = op_reads_acc(op) && args.acc_dtype == EPIGEMM_DTYPE_F32;
+    k.wide_aux = op_reads_aux(op) && args.aux_dtype == EPIGEMM_DTYPE_F32;
+  }
+  const int threads_x = threads_x_of(k);
+  const TilePlan plan = plan_for(tuning, op, k, args.rows, args.cols);
   const dim3 grid(unsigned(plan.row_tiles), unsigned(plan.column_chunks));
   const dim3 block(unsigned(threads_x), unsigned(kBlockThreads / threads_x));
   int64_t per_chunk = plan.columns_per_chunk;
   TileArgs kernel_args = args;
   void* params[] = {&kernel_args, &per_chunk};
   const cudaError_t err =
-      cudaLaunchKernel(tile_kernel_for(op, vector, config), grid, block, params, 0, stream);
+      cudaLaunchKernel(tile_kernel_for(op, k), grid, block, params, 0, stream);
   if (err != cudaSuccess) {
     return EPIGEMM_BACKEND_ERROR("tile epilogue kernel failed to launch: ", cudaGetErrorString(err));
   }

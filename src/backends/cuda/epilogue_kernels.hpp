@@ -34,8 +34,9 @@ enum class TileOp {
   dgelu,          // D = acc * gelu_tanh'(aux)
   dgelu_bgrad,    // g = acc * gelu_tanh'(aux); D = g; row partial sums of g
   row_sums,       // row partial sums of acc only (BGRADB when op(B) = B^T: "acc" is B)
+  bias_broadcast, // D = bias[i], acc not read (BIAS through the GEMM's beta: C = the bias)
 };
-constexpr int kTileOpCount = 6;
+constexpr int kTileOpCount = 7;
 
 struct TileArgs {
   int64_t rows = 0;  // m
@@ -64,18 +65,19 @@ struct TileConfig {
   int batch;
   int min_blocks;
 };
-constexpr int kTileConfigCount = 5;
+constexpr int kTileConfigCount = 6;
 constexpr TileConfig kTileConfigs[kTileConfigCount] = {
-    {32, 2, 4}, {64, 2, 4}, {128, 2, 4}, {256, 2, 4}, {128, 4, 3}};
-// The configuration each op uses, indexed by TileOp.
-constexpr int kDefaultVectorConfig[kTileOpCount] = {2, 2, 2, 2, 2, 2};
+    {128, 2, 4}, {256, 2, 4}, {128, 4, 3}, {128, 4, 4}, {256, 4, 4}, {128, 8, 4}};
+// The configuration each op uses, indexed by TileOp: the best mean over the three largest public
+// shapes on the H200 (bench/results, kernel_config rows).
+constexpr int kDefaultVectorConfig[kTileOpCount] = {4, 4, 1, 1, 1, 5, 2};
 
 // Per-device launch facts, read once when the backend is created.
 struct KernelTuning {
   int sm_count = 0;
-  // Resident blocks per multiprocessor of each tile kernel: [op][0] the scalar path,
-  // [op][1 + c] the vector path in configuration c.
-  int blocks_per_sm[kTileOpCount][kTileConfigCount + 1] = {};
+  // Resident blocks per multiprocessor of each tile kernel: [op][0][0] the scalar path,
+  // [op][1 + c][w] the vector path in configuration c, w = 2 (acc fp32) + (aux fp32).
+  int blocks_per_sm[kTileOpCount][kTileConfigCount + 1][4] = {};
   // The vector configuration launch_tile_kernel uses per op (kDefaultVectorConfig; the benchmark
   // changes it to measure the others).
   int vector_config[kTileOpCount] = {};
