@@ -836,13 +836,36 @@ int main(int argc, char** argv) {
             void* sums = c0.has_bias_grad ? c0.bias_grad.data : nullptr;
             const TileArgs a0 = args_for(0);
             const bool vector = epigemm::cuda::tile_vector_path(op, a0);
-            // Every vector configuration, interleaved; "kernel" is the one the backend uses.
+            // Every vector configuration, then the configuration in use with 2, 4 and 8 waves,
+            // interleaved; "kernel" is what the backend uses.
             const int configs = vector ? epigemm::cuda::kTileConfigCount : 1;
-            std::vector<std::function<void(int)>> kernel_fns;
+            const int used = vector ? tuning.vector_config[int(op)] : 0;
+            struct KernelVariant {
+              std::string suffix, note;
+              epigemm::cuda::KernelTuning tuning;
+            };
+            std::vector<KernelVariant> kernel_variants;
             for (int config = 0; config < configs; ++config) {
-              kernel_fns.push_back([&, config](int rep) {
-                epigemm::cuda::KernelTuning tuned = tuning;
-                tuned.vector_config[int(op)] = config;
+              KernelVariant v{config == used ? "" : "_config" + std::to_string(config),
+                              vector ? "vector path, threads_x " + std::to_string(epigemm::cuda::kTileConfigs[config].threads_x) +
+                                           ", batch " + std::to_string(epigemm::cuda::kTileConfigs[config].batch) +
+                                           ", min blocks " + std::to_string(epigemm::cuda::kTileConfigs[config].min_blocks)
+                                     : std::string("scalar path"),
+                              tuning};
+              v.tuning.vector_config[int(op)] = config;
+              kernel_variants.push_back(v);
+            }
+            const std::string used_note = kernel_variants[size_t(used)].note;
+            for (KernelVariant& v : kernel_variants) v.note += ", waves " + std::to_string(tuning.waves[int(op)]);
+            for (int waves : {1, 2, 4, 8}) {
+              if (waves == tuning.waves[int(op)]) continue;
+              KernelVariant v{"_waves" + std::to_string(waves), used_note + ", waves " + std::to_string(waves), tuning};
+              v.tuning.waves[int(op)] = waves;
+              kernel_variants.push_back(v);
+            }
+            std::vector<std::function<void(int)>> kernel_fns;
+            for (const KernelVariant& v : kernel_variants) {
+              kernel_fns.push_back([&, tuned = v.tuning](int rep) {
                 const TileArgs a = args_for(rep % sets);
                 if (!epigemm::cuda::launch_tile_kernel(tuned, op, a, sums, EPIGEMM_DTYPE_BF16, stream).ok()) {
                   die("kernel launch failed");
@@ -851,18 +874,14 @@ int main(int argc, char** argv) {
             }
             const std::vector<double> kernel_ms = interleaved_median_ms(timing, stream, kernel_fns);
             const double bytes = kernel_bytes(op, a0.rows, a0.cols, acc_f32 ? 4.0 : 2.0);
-            const int used = vector ? tuning.vector_config[int(op)] : 0;
-            for (int config = 0; config < configs; ++config) {
-              const double ms = kernel_ms[size_t(config)];
+            for (size_t kv = 0; kv < kernel_variants.size(); ++kv) {
+              const double ms = kernel_ms[kv];
               const double tbps = bytes / (ms * 1e-3) / 1e12;
               std::string variant = op == epigemm::cuda::TileOp::bias_broadcast ? "kernel_broadcast"
                                     : acc_f32                                      ? "kernel"
                                                                                    : "kernel_bf16acc";
-              if (config != used) variant += "_config" + std::to_string(config);
-              std::string note = vector ? "vector path, threads_x " + std::to_string(epigemm::cuda::kTileConfigs[config].threads_x) +
-                                              ", batch " + std::to_string(epigemm::cuda::kTileConfigs[config].batch) +
-                                              ", min blocks " + std::to_string(epigemm::cuda::kTileConfigs[config].min_blocks)
-                                        : std::string("scalar path");
+              variant += kernel_variants[kv].suffix;
+              const std::string& note = kernel_variants[kv].note;
               rows.push_back({sname, pass_name(p), ename, variant, ms, ms / pass_floor_ms, bytes, tbps, note});
             }
           }
@@ -963,7 +982,8 @@ int main(int argc, char** argv) {
     const Row* best = &r;
     for (const Row& other : rows) {
       if (other.shape == r.shape && other.pass == r.pass && other.epilogue == r.epilogue &&
-          other.variant.rfind("kernel_config", 0) == 0 && other.ms < best->ms) {
+          (other.variant.rfind("kernel_config", 0) == 0 || other.variant.rfind("kernel_waves", 0) == 0) &&
+          other.ms < best->ms) {
         best = &other;
       }
     }

@@ -489,8 +489,8 @@ const void* tile_kernel_for(TileOp op, const KernelChoice& k) {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Splits the columns into chunks so that about `target_blocks` blocks fill the device once:
-// every block then streams a long run of columns and the grid has no tail wave.
+// Splits the columns into chunks so that the grid has about `target_blocks` blocks (a whole
+// number of waves, kDefaultWaves in epilogue_kernels.hpp).
 struct TilePlan {
   int64_t row_tiles = 0;
   int64_t column_chunks = 0;
@@ -514,11 +514,12 @@ int threads_x_of(const KernelChoice& k) {
   return k.vector ? kTileConfigs[k.config].threads_x : kScalarThreadsX;
 }
 
-// Blocks that fill the device once with the kernel a launch uses.
+// Blocks that fill the device `waves` times with the kernel a launch uses.
 int64_t target_blocks(const KernelTuning& tuning, TileOp op, const KernelChoice& k) {
   const int per_sm = std::max(
       1, k.vector ? tuning.blocks_per_sm[int(op)][1 + k.config][k.width_index()] : tuning.blocks_per_sm[int(op)][0][0]);
-  return int64_t(tuning.sm_count) * per_sm;
+  const int waves = std::min(kMaxWaves, std::max(1, tuning.waves[int(op)]));
+  return int64_t(tuning.sm_count) * per_sm * waves;
 }
 
 TilePlan plan_for(const KernelTuning& tuning, TileOp op, const KernelChoice& k, int64_t rows, int64_t cols) {
@@ -538,6 +539,7 @@ Status query_kernel_tuning(KernelTuning* tuning) {
   if (err != cudaSuccess) return EPIGEMM_BACKEND_ERROR("reading the device: ", cudaGetErrorString(err));
   for (int op = 0; op < kTileOpCount; ++op) {
     tuning->vector_config[op] = kDefaultVectorConfig[op];
+    tuning->waves[op] = kDefaultWaves[op];
     for (int kernel = 0; kernel <= kTileConfigCount; ++kernel) {  // 0: scalar, 1 + c: vector c
       for (int width = 0; width < 4; ++width) {
         KernelChoice k;
@@ -572,8 +574,10 @@ bool tile_vector_path(TileOp op, const TileArgs& args) {
 int64_t row_partial_elements(const KernelTuning& tuning, TileOp op, int64_t rows, int64_t cols) {
   if (!op_sums_rows(op) || rows == 0 || cols == 0) return 0;
   // More target blocks never means fewer chunks, so the largest target bounds every kernel (the
-  // workspace is sized before the pointers, hence the path, are known).
-  int64_t chunks = plan_for(tuning, op, KernelChoice{}, rows, cols).column_chunks;  // scalar
+  // workspace is sized before the pointers, hence the path, are known), whatever the waves.
+  KernelTuning most = tuning;
+  most.waves[int(op)] = kMaxWaves;
+  int64_t chunks = plan_for(most, op, KernelChoice{}, rows, cols).column_chunks;  // scalar
   for (int config = 0; config < kTileConfigCount; ++config) {
     for (int width = 0; width < 4; ++width) {
       KernelChoice k;
@@ -581,7 +585,7 @@ int64_t row_partial_elements(const KernelTuning& tuning, TileOp op, int64_t rows
       k.config = config;
       k.wide_acc = width >= 2;
       k.wide_aux = width % 2 == 1;
-      chunks = std::max(chunks, plan_for(tuning, op, k, rows, cols).column_chunks);
+      chunks = std::max(chunks, plan_for(most, op, k, rows, cols).column_chunks);
     }
   }
   return chunks * rows;

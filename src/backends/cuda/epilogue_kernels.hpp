@@ -69,8 +69,16 @@ constexpr int kTileConfigCount = 6;
 constexpr TileConfig kTileConfigs[kTileConfigCount] = {
     {128, 2, 4}, {256, 2, 4}, {128, 4, 3}, {128, 4, 4}, {256, 4, 4}, {128, 8, 4}};
 // The configuration each op uses, indexed by TileOp: the best mean over the three largest public
-// shapes on the H200 (bench/results, kernel_config rows).
-constexpr int kDefaultVectorConfig[kTileOpCount] = {4, 4, 1, 1, 1, 5, 2};
+// shapes on the H200 (bench/results/h200-*.csv, kernel_config rows; 2026-11-29 23:20 UTC).
+constexpr int kDefaultVectorConfig[kTileOpCount] = {4, 4, 1, 1, 1, 5, 5};
+
+// Grid size in waves: the column chunks are sized so that the grid holds about `waves` times the
+// blocks that are resident at once. One wave: every block streams one long run of columns and
+// there is no partly filled last wave, but the blocks finish at different times and the last
+// ones leave most multiprocessors idle; more waves of shorter blocks let the hardware scheduler
+// fill that tail. Per op, by measurement (bench/epigemm_bench_gpu, kernel_waves rows).
+constexpr int kMaxWaves = 8;
+constexpr int kDefaultWaves[kTileOpCount] = {8, 8, 8, 8, 4, 2, 1};
 
 // Per-device launch facts, read once when the backend is created.
 struct KernelTuning {
@@ -81,6 +89,8 @@ struct KernelTuning {
   // The vector configuration launch_tile_kernel uses per op (kDefaultVectorConfig; the benchmark
   // changes it to measure the others).
   int vector_config[kTileOpCount] = {};
+  // The waves launch_tile_kernel uses per op (kDefaultWaves; 1 to kMaxWaves).
+  int waves[kTileOpCount] = {};
 };
 
 // Reads the device's multiprocessor count and each tile kernel's occupancy. Fails (with CUDA's
