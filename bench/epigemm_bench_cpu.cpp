@@ -12,13 +12,18 @@
 //                       instead of one panel, for the pass's full epilogue: what panels buy
 //                       (512 always, more widths with --panels)
 //   cpu[openblas]       the backend on OpenBLAS instead of oneDNN, full epilogue
-//   cpu[matmul]         the backend running oneDNN's matmul primitive (bias added inside, D
-//                       not read) instead of dnnl_sgemm on a zero-filled D for alpha = 1, beta = 0
+//   cpu[matmul]         the backend forced to run oneDNN's matmul primitive (bias added inside,
+//                       D not read) for alpha = 1, beta = 0 GEMMs, on every shape
+//   cpu[sgemm]          the backend forced to run dnnl_sgemm on a zero-filled D for them (the
+//                       default `cpu` picks one of the two per shape: onednn_overwrite_for_shape)
 //   cpu[avx2]           the backend with its AVX2 kernels instead of the AVX-512 ones (the
 //                       widest build is the default where the CPU has AVX-512)
 //   onednn-matmul-fused oneDNN matmul with a bias and/or gelu_tanh post-op (fprop only; it has no
 //                       aux output, so it does less work than GELU_AUX(_BIAS))
 //   sgemm+plain-loop    the fastest sgemm then a plain loop for bias + GELU + aux (fprop)
+// --engines measures only what that per-shape choice is made from, on DEFAULT (no epilogue):
+// onednn-sgemm, onednn-matmul, cpu[sgemm], cpu[matmul] and cpu, written to
+// <out>/cpu-engines-<date>.{csv,md}.
 // Each path's outputs are checked on sampled elements against a double recomputation before it
 // is timed; inputs are random, rotated among sets that together exceed --rotation-mb.
 // Writes <out>/cpu-<date>.csv and .md and prints the table.
@@ -73,6 +78,7 @@ struct Options {
   bool variants = true;
   std::vector<int64_t> panel_widths;  // extra cpu[panel=W] variants
   std::string passes = "fprop,dgrad,wgrad";
+  bool engines = false;  // only the GEMM paths the engine choice compares (DEFAULT)
 };
 
 [[noreturn]] void usage(const char* message) {
@@ -80,7 +86,7 @@ struct Options {
                "epigemm_bench_cpu: %s\n"
                "usage: epigemm_bench_cpu [--shapes t,i,o;t,i,o...] [--reps N] [--warmup N]\n"
                "                         [--out DIR] [--rotation-mb MB] [--passes fprop,dgrad,wgrad]\n"
-               "                         [--no-variants] [--panels W,W...]\n",
+               "                         [--no-variants] [--panels W,W...] [--engines]\n",
                message);
   std::exit(2);
 }
@@ -118,6 +124,8 @@ Options parse(int argc, char** argv) {
       std::stringstream all(value());
       std::string one;
       while (std::getline(all, one, ',')) o.panel_widths.push_back(std::atol(one.c_str()));
+    } else if (arg == "--engines") {
+      o.engines = true;
     } else if (arg == "--no-variants") {
       o.variants = false;
     } else {
@@ -451,11 +459,22 @@ int main(int argc, char** argv) {
   variants.push_back({"cpu[panel=512]", std::move(paneled)});
   variants.push_back({"cpu[openblas]", std::move(on_openblas)});
   epigemm::CpuBackendOptions matmul_options;
-  matmul_options.onednn_matmul = true;
+  matmul_options.onednn_overwrite = epigemm::OnednnOverwrite::matmul_primitive;
   variants.push_back({"cpu[matmul]", epigemm::create_cpu_backend(matmul_options)});
+  epigemm::CpuBackendOptions sgemm_options;
+  sgemm_options.onednn_overwrite = epigemm::OnednnOverwrite::sgemm_on_zeros;
+  variants.push_back({"cpu[sgemm]", epigemm::create_cpu_backend(sgemm_options)});
   epigemm::CpuBackendOptions avx2_options;
   avx2_options.kernels = epigemm::CpuKernelBuild::avx2;
   variants.push_back({"cpu[avx2]", epigemm::create_cpu_backend(avx2_options)});
+  if (opt.engines) {
+    // Only the two forced choices, on DEFAULT (see the file comment).
+    variants.erase(std::remove_if(variants.begin(), variants.end(),
+                                  [](const Variant& v) {
+                                    return v.name != "cpu[sgemm]" && v.name != "cpu[matmul]";
+                                  }),
+                   variants.end());
+  }
   for (int64_t w : opt.panel_widths) {
     epigemm::CpuBackendOptions o;
     o.panel_columns = w;
@@ -512,6 +531,7 @@ int main(int argc, char** argv) {
 
       // Floors.
       for (const auto engine : {epigemm::CpuGemmEngine::openblas, epigemm::CpuGemmEngine::onednn}) {
+        if (opt.engines && engine == epigemm::CpuGemmEngine::openblas) continue;
         auto gemm = [&, engine](int s) {
           const GemmCall& c = calls[size_t(s)];
           const epigemm::Status st = epigemm::cpu_sgemm(
@@ -538,6 +558,7 @@ int main(int argc, char** argv) {
                                     EPIGEMM_MEMORY_HOST, &ws_bytes);
       std::vector<unsigned char> workspace(ws_bytes + 1);
       for (const epigemm_epilogue_t e : pass_epilogues(pass)) {
+        if (opt.engines && e != EPIGEMM_EPILOGUE_DEFAULT) continue;
         std::vector<epigemm_tensor_t> k0;
         std::vector<epigemm_vector_t> kv0;
         const GemmCall view = map_pass(pass, sets[0], layer, e, k0, kv0);
@@ -556,12 +577,14 @@ int main(int argc, char** argv) {
             ran == EPIGEMM_BACKEND_CPU ? check(view, e, true) : "FAILED: backend cpu did not run");
       }
 
-      // Variants of the backend on the full epilogue.
+      // Variants of the backend on the full epilogue (on DEFAULT with --engines).
+      const epigemm_epilogue_t variant_epilogue = opt.engines ? EPIGEMM_EPILOGUE_DEFAULT : full;
+      const std::vector<GemmCall>& variant_calls = opt.engines ? calls : full_calls;
       if (opt.variants) {
         for (Variant& variant : variants) {
           epigemm::Backend* backend = variant.backend.get();
           auto fn = [&, backend](int s) {
-            GemmCall c = full_calls[size_t(s)];
+            GemmCall c = variant_calls[size_t(s)];
             c.backend = EPIGEMM_BACKEND_CPU;
             const size_t bytes = backend->workspace_bytes(c);
             c.workspace = workspace.data();
@@ -571,12 +594,13 @@ int main(int argc, char** argv) {
             if (!st.ok()) std::fprintf(stderr, "%s\n", st.message().c_str());
           };
           fn(0);
-          add(row(variant.name, epigemm_epilogue_name(full)), false, fn, check(full_calls[0], full, true));
+          add(row(variant.name, epigemm_epilogue_name(variant_epilogue)), false, fn,
+              check(variant_calls[0], variant_epilogue, true));
         }
       }
 
       // oneDNN's fused matmul and the plain loop, forward only.
-      if (pass == "fprop") {
+      if (pass == "fprop" && !opt.engines) {
         struct Fused {
           epigemm_epilogue_t e;
           bool bias, gelu;
@@ -643,13 +667,14 @@ int main(int argc, char** argv) {
             "of each in turn; OpenBLAS paths on their own after them, see the source); inputs rotated over up to " << sets_used
          << " sets (>= " << opt.rotation_mb << " MB together)\n"
          << "- x floor: the median over the math floor of the same (shape, pass) in this run, the "
-            "fastest of openblas-sgemm, onednn-sgemm and onednn-matmul\n"
+            "fastest of " << (opt.engines ? "onednn-sgemm and onednn-matmul (--engines: OpenBLAS not run)"
+                                          : "openblas-sgemm, onednn-sgemm and onednn-matmul") << "\n"
          << "- command: epigemm_bench_cpu";
   for (int i = 1; i < argc; ++i) header << ' ' << argv[i];
   header << "\n";
   std::printf("%s\n", header.str().c_str());
   table.print(stdout);
-  const std::string base = opt.out + "/cpu-" + date;
+  const std::string base = opt.out + (opt.engines ? "/cpu-engines-" : "/cpu-") + date;
   const bool ok = table.write_csv(base + ".csv") && table.write_markdown(base + ".md", header.str());
   std::printf("\n%s %s.csv and %s.md\n", ok ? "wrote" : "could NOT write", base.c_str(), base.c_str());
   epigemm_context_destroy(ctx);

@@ -132,6 +132,12 @@ TEST_P(BackendMatrix, DtypesAndShapes) {
       const bool odd = t == 1 || t == 2;
       shapes.push_back(Shape{300, 257, 259, odd ? 0.5f : 1.0f, odd ? 0.5f : 0.0f, odd ? 7 : 0, odd, false});
     }
+    if (i == 0 && t == 2) {
+      // A layer fprop's layout (op(A) = A^T, op(B) = B) with few columns and long gemm_m, gemm_k,
+      // fp32, alpha = 1, beta = 0: the cpu backend runs it through oneDNN's matmul primitive, not
+      // dnnl_sgemm (onednn_overwrite_for_shape; test_cpu_backend.cpp checks that it does).
+      shapes.push_back(Shape{1024, 24, 1040, 1.0f, 0.0f, 3, true, false});
+    }
     for (const Shape& shape : shapes) {
       GemmCase c;
       c.target = p.target;

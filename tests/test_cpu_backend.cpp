@@ -287,6 +287,52 @@ TEST(CpuBackend, BiasGradientsBitwiseIdenticalWithOneAndTwoThreads) {
   }
 }
 
+// BGRADB's sums where the order of the additions shows in the bits (small integers, as in the test
+// above, sum exactly in any order, and a double sum of random floats rounds to the same float in
+// almost any order): each sum of op(B) is 2^60, then ones, then -2^60. With op(B) = B^T (the
+// wgrad) each row of B is summed in p order, which gives 0 (each one is absorbed by 2^60 in
+// double), and anything else in another order; the rows are split in one task of 1024 rows with
+// one thread and two of 512 with two (one panel). With op(B) = B each column is summed in vector
+// lanes added in a fixed tree (a value that depends on the kernel build, the same for any thread
+// count), 16 columns per task. Only bias_grad is compared: the GEMM may split differently.
+TEST(CpuBackend, BgradbSumsInOperandOrderWithOneAndTwoThreads) {
+  for (epigemm_op_t transb : {EPIGEMM_OP_N, EPIGEMM_OP_T}) {
+    Case c;
+    c.epilogue = EPIGEMM_EPILOGUE_BGRADB;
+    c.transb = transb;
+    c.m = 3;
+    c.n = 1000;
+    c.k = 300;
+    c.seed = 7;
+    auto run_with_threads = [&](int threads) {
+      Operands o = make_operands(c);
+      for (int64_t j = 0; j < c.n; ++j) {
+        for (int64_t p = 0; p < c.k; ++p) {
+          const float v = p == 0 ? 0x1p60f : p == c.k - 1 ? -0x1p60f : 1.0f;
+          if (transb == EPIGEMM_OP_N) o.b.set(p, j, v); else o.b.set(j, p, v);
+        }
+      }
+      CpuBackendOptions options;
+      options.threads = threads;
+      auto backend = epigemm::create_cpu_backend(options);
+      GemmCall call = make_call(c, o);
+      const epigemm::Status status = backend->run(call);
+      EXPECT_TRUE(status.ok()) << status.message();
+      return o;
+    };
+    const Operands r1 = run_with_threads(1), r2 = run_with_threads(2);
+    SCOPED_TRACE(transb == EPIGEMM_OP_T ? "transb T" : "transb N");
+    EXPECT_TRUE(bitwise_equal(r1.bias_grad, r2.bias_grad));
+    Buffer bg = r1.bias_grad;
+    for (int64_t j = 0; j < bg.rows; ++j) {
+      ASSERT_TRUE(std::isfinite(bg.get(j, 0))) << "bias_grad[" << j << "]";
+      if (transb == EPIGEMM_OP_T) {
+        ASSERT_EQ(bg.get(j, 0), 0.0f) << "bias_grad[" << j << "]";
+      }
+    }
+  }
+}
+
 // ---- the workspace -----------------------------------------------------------------------------
 
 TEST(CpuBackend, AllFp32CallsNeedNoWorkspace) {
@@ -357,12 +403,115 @@ TEST(CpuBackend, SmallPanelsAndBlocksMatchTheReference) {
   }
 }
 
+// ---- which oneDNN call runs an alpha = 1, beta = 0 GEMM ---------------------------------------
+
+// onednn_overwrite_for_shape against the measurements it was made from (docs/cpu_backend.md,
+// `epigemm_bench_cpu --engines`, cpu[matmul] over cpu[sgemm] in the comments), in GEMM
+// coordinates (fprop: T, N, out, tokens, in; dgrad: N, N, in, tokens, out; wgrad: N, T, in, out,
+// tokens): the GEMM shapes where one call was faster by more than 5% and the rule follows it.
+// Cases within 5% are left out (the rule may pick either there), and so are the 13 clear wins of
+// the matmul primitive that the rule does not follow (listed in the doc, with the reason).
+TEST(CpuBackend, OnednnOverwriteRuleAgreesWithTheMeasurements) {
+  using epigemm::OnednnOverwrite;
+  constexpr OnednnOverwrite kMatmul = OnednnOverwrite::matmul_primitive;
+  constexpr OnednnOverwrite kSgemm = OnednnOverwrite::sgemm_on_zeros;
+  constexpr epigemm_op_t N = EPIGEMM_OP_N, T = EPIGEMM_OP_T;
+  struct Measured {
+    epigemm_op_t transa, transb;
+    int64_t m, n, k;
+    OnednnOverwrite faster;
+  };
+  const Measured measured[] = {
+      {N, N, 768, 256, 3072, kSgemm},  // dgrad (256,768,3072): 1.14
+      {N, T, 768, 3072, 256, kSgemm},  // wgrad (256,768,3072): 1.16
+      {N, N, 768, 512, 3072, kSgemm},  // dgrad (512,768,3072): 1.17
+      {N, T, 768, 3072, 512, kSgemm},  // wgrad (512,768,3072): 1.20
+      {T, N, 3072, 1024, 768, kSgemm},  // fprop (1024,768,3072): 1.05
+      {N, N, 768, 1024, 3072, kSgemm},  // dgrad (1024,768,3072): 1.18
+      {N, T, 768, 3072, 1024, kSgemm},  // wgrad (1024,768,3072): 1.07
+      {T, N, 3072, 2048, 768, kSgemm},  // fprop (2048,768,3072): 1.09
+      {N, N, 768, 2048, 3072, kSgemm},  // dgrad (2048,768,3072): 1.37
+      {N, T, 768, 3072, 2048, kSgemm},  // wgrad (2048,768,3072): 1.20
+      {T, N, 4096, 256, 1024, kMatmul},  // fprop (256,1024,4096): 0.78
+      {N, T, 1024, 4096, 256, kSgemm},  // wgrad (256,1024,4096): 1.06
+      {T, N, 4096, 512, 1024, kMatmul},  // fprop (512,1024,4096): 0.82
+      {N, N, 1024, 512, 4096, kSgemm},  // dgrad (512,1024,4096): 1.05
+      {N, N, 1024, 1024, 4096, kSgemm},  // dgrad (1024,1024,4096): 1.06
+      {N, T, 1024, 4096, 1024, kSgemm},  // wgrad (1024,1024,4096): 1.16
+      {N, N, 1024, 2048, 4096, kSgemm},  // dgrad (2048,1024,4096): 1.09
+      {N, T, 1024, 4096, 2048, kSgemm},  // wgrad (2048,1024,4096): 1.07
+      {T, N, 4096, 256, 4096, kMatmul},  // fprop (256,4096,4096): 0.82
+      {N, T, 4096, 4096, 256, kSgemm},  // wgrad (256,4096,4096): 1.09
+      {T, N, 4096, 512, 4096, kMatmul},  // fprop (512,4096,4096): 0.86
+      {N, N, 4096, 512, 4096, kSgemm},  // dgrad (512,4096,4096): 1.09
+      {N, N, 4096, 1024, 4096, kSgemm},  // dgrad (1024,4096,4096): 1.11
+      {N, T, 4096, 4096, 1024, kSgemm},  // wgrad (1024,4096,4096): 1.12
+      {T, N, 768, 256, 3072, kMatmul},  // fprop (256,3072,768): 0.82
+      {N, N, 3072, 256, 768, kSgemm},  // dgrad (256,3072,768): 1.83
+      {N, T, 3072, 768, 256, kSgemm},  // wgrad (256,3072,768): 1.41
+      {T, N, 768, 512, 3072, kMatmul},  // fprop (512,3072,768): 0.92
+      {N, N, 3072, 512, 768, kSgemm},  // dgrad (512,3072,768): 2.36
+      {N, T, 3072, 768, 512, kSgemm},  // wgrad (512,3072,768): 2.64
+      {N, N, 3072, 1024, 768, kSgemm},  // dgrad (1024,3072,768): 2.58
+      {N, T, 3072, 768, 1024, kSgemm},  // wgrad (1024,3072,768): 2.14
+      {T, N, 768, 2048, 3072, kSgemm},  // fprop (2048,3072,768): 1.06
+      {N, N, 3072, 2048, 768, kSgemm},  // dgrad (2048,3072,768): 2.25
+      {N, T, 3072, 768, 2048, kSgemm},  // wgrad (2048,3072,768): 2.36
+      {T, N, 4096, 2048, 4096, kSgemm},  // fprop (2048,4096,4096): 1.11
+      {N, N, 4096, 2048, 4096, kSgemm},  // dgrad (2048,4096,4096): 1.11
+      {N, T, 4096, 4096, 2048, kSgemm},  // wgrad (2048,4096,4096): 1.06
+      {T, N, 1024, 256, 4096, kMatmul},  // fprop (256,4096,1024): 0.79
+      {N, T, 4096, 1024, 256, kSgemm},  // wgrad (256,4096,1024): 1.06
+      {T, N, 1024, 512, 4096, kMatmul},  // fprop (512,4096,1024): 0.84
+      {N, N, 4096, 1024, 1024, kSgemm},  // dgrad (1024,4096,1024): 1.05
+      {N, N, 4096, 2048, 1024, kSgemm},  // dgrad (2048,4096,1024): 1.25
+      {N, T, 4096, 1024, 2048, kSgemm},  // wgrad (2048,4096,1024): 1.08
+      {T, N, 4096, 64, 1024, kMatmul},  // fprop (64,1024,4096): 0.61
+      {T, N, 4096, 128, 1024, kMatmul},  // fprop (128,1024,4096): 0.76
+      {N, N, 1024, 128, 4096, kSgemm},  // dgrad (128,1024,4096): 1.07
+      {N, T, 1024, 4096, 768, kSgemm},  // wgrad (768,1024,4096): 1.06
+      {T, N, 4096, 64, 4096, kMatmul},  // fprop (64,4096,4096): 0.62
+      {T, N, 4096, 128, 4096, kMatmul},  // fprop (128,4096,4096): 0.73
+      {N, T, 4096, 4096, 768, kSgemm},  // wgrad (768,4096,4096): 1.07
+      {T, N, 1024, 64, 4096, kMatmul},  // fprop (64,4096,1024): 0.58
+      {N, N, 4096, 64, 1024, kSgemm},  // dgrad (64,4096,1024): 1.08
+      {T, N, 1024, 128, 4096, kMatmul},  // fprop (128,4096,1024): 0.75
+      {N, N, 4096, 128, 1024, kSgemm},  // dgrad (128,4096,1024): 1.06
+      {N, T, 4096, 1024, 128, kSgemm},  // wgrad (128,4096,1024): 1.07
+      {N, T, 4096, 1024, 768, kSgemm},  // wgrad (768,4096,1024): 1.06
+      {T, N, 3072, 256, 768, kMatmul},  // fprop (256,768,3072): 0.94
+      {T, N, 3072, 512, 768, kMatmul},  // fprop (512,768,3072): 0.92
+  };
+  for (const Measured& c : measured) {
+    EXPECT_EQ(epigemm::onednn_overwrite_for_shape(c.transa, c.transb, c.m, c.n, c.k), c.faster)
+        << "transa " << (c.transa == T ? "T" : "N") << " transb " << (c.transb == T ? "T" : "N")
+        << " m " << c.m << " n " << c.n << " k " << c.k;
+  }
+}
+
+// The shared matrix (test_backend_matrix.cpp) has one shape that the rule sends to the matmul
+// primitive, so that the default backend's choice is checked against the reference there too;
+// the same sizes in the other layouts, and in fp16/bf16 (whose GEMM calls take gemm_k blocks of
+// conversion_k_block = 256), stay on dnnl_sgemm.
+TEST(CpuBackend, OnednnOverwriteRuleSendsTheMatrixShapeToTheMatmulPrimitive) {
+  using epigemm::OnednnOverwrite;
+  EXPECT_EQ(epigemm::onednn_overwrite_for_shape(EPIGEMM_OP_T, EPIGEMM_OP_N, 1024, 24, 1040),
+            OnednnOverwrite::matmul_primitive);
+  for (const auto& [ta, tb] : {std::pair{EPIGEMM_OP_N, EPIGEMM_OP_N}, std::pair{EPIGEMM_OP_N, EPIGEMM_OP_T},
+                               std::pair{EPIGEMM_OP_T, EPIGEMM_OP_T}}) {
+    EXPECT_EQ(epigemm::onednn_overwrite_for_shape(ta, tb, 1024, 24, 1040),
+              OnednnOverwrite::sgemm_on_zeros);
+  }
+  EXPECT_EQ(epigemm::onednn_overwrite_for_shape(EPIGEMM_OP_T, EPIGEMM_OP_N, 1024, 24, 256),
+            OnednnOverwrite::sgemm_on_zeros);
+}
+
 // The other GEMM path for alpha = 1, beta = 0: oneDNN's matmul primitive, which adds the bias
 // itself (the default, dnnl_sgemm on a zero-filled D, is what the other tests run); D starts as
 // NaN here (make_operands poisons it when beta = 0), which neither path may read.
 TEST(CpuBackend, MatmulPrimitivePathMatchesTheReference) {
   CpuBackendOptions options;
-  options.onednn_matmul = true;
+  options.onednn_overwrite = epigemm::OnednnOverwrite::matmul_primitive;
   for (epigemm_epilogue_t e : kEpilogues) {
     for (epigemm_dtype_t t : {F32, BF16}) {
       Case c;

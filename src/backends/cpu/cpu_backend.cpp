@@ -11,8 +11,9 @@
 //   2. acc = alpha op(A) op(B)[:, j0:j0+w] + beta D_old[:, j0:j0+w], in fp32: in D itself when D
 //      is fp32, else in a gemm_m x w workspace panel (D_old widened into it when beta != 0);
 //      fp16/bf16 A and B are widened block by block (gemm_k blocks of conversion_k_block) into the
-//      workspace and the GEMM accumulates over the blocks; with options.onednn_matmul, alpha = 1
-//      and beta = 0 run oneDNN's matmul primitive, which also adds the (fp32 or widened) bias;
+//      workspace and the GEMM accumulates over the blocks; an alpha = 1, beta = 0 GEMM on oneDNN
+//      runs dnnl_sgemm on a zero-filled acc or, where onednn_overwrite_for_shape picks it, the
+//      matmul primitive, which also adds the (fp32 or widened) bias;
 //   3. the rest of the epilogue on the panel, split over the threads by columns (by rows for
 //      DGELU_BGRAD, whose row sums stay on one thread).
 // The GEMM engine's own threads run step 2; steps 1 and 3 are OpenMP loops, so the two never
@@ -157,21 +158,32 @@ void CpuBackend::sum_panel_of_op_b(const GemmCall& call, int64_t j0, int64_t wid
                                    float* sums) const {
   const int64_t k = call.gemm_k;
   const size_t size = dtype_size(call.b.dtype);
-  constexpr int64_t kColumnsPerTask = 16;
-  const int64_t tasks = (width + kColumnsPerTask - 1) / kColumnsPerTask;
-#pragma omp parallel for schedule(static) if (width * k >= kParallelElements)
-  for (int64_t t = 0; t < tasks; ++t) {
-    const int64_t first = j0 + t * kColumnsPerTask;
-    const int64_t count = std::min(kColumnsPerTask, j0 + width - first);
-    if (call.transb == EPIGEMM_OP_N) {
-      // B is k x n: column j of op(B) is column j of B, contiguous.
+  const bool parallel = width * k >= kParallelElements;
+  if (call.transb == EPIGEMM_OP_N) {
+    // B is k x n: column j of op(B) is column j of B, contiguous; tasks of 16 columns.
+    constexpr int64_t kColumnsPerTask = 16;
+    const int64_t tasks = (width + kColumnsPerTask - 1) / kColumnsPerTask;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t first = j0 + t * kColumnsPerTask;
+      const int64_t count = std::min(kColumnsPerTask, j0 + width - first);
       const char* column = static_cast<const char*>(call.b.data) + first * call.b.ld * int64_t(size);
       kernels_.sum_columns(column, call.b.dtype, call.b.ld, k, count, sums + (first - j0));
-    } else {
-      // B is n x k: column j of op(B) is row j of B; sum rows first..first+count over k columns.
-      const char* rows = static_cast<const char*>(call.b.data) + first * int64_t(size);
-      kernels_.sum_rows(rows, call.b.dtype, call.b.ld, count, k, sums + (first - j0));
     }
+    return;
+  }
+  // B is n x k (the wgrad's dY: out_features x tokens): column j of op(B) is row j of B. One task
+  // per thread, of a multiple of 64 rows, each reading long contiguous runs of every column of B
+  // (sum_rows); tasks of 16 rows read one cache line per column and ran at a third of the speed.
+  const int64_t team = std::max(1, omp_get_max_threads());
+  const int64_t per_task = std::max<int64_t>(64, (width + team - 1) / team + 63) / 64 * 64;
+  const int64_t tasks = (width + per_task - 1) / per_task;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t first = j0 + t * per_task;
+    const int64_t count = std::min(per_task, j0 + width - first);
+    const char* rows = static_cast<const char*>(call.b.data) + first * int64_t(size);
+    kernels_.sum_rows(rows, call.b.dtype, call.b.ld, count, k, sums + (first - j0));
   }
 }
 
@@ -225,11 +237,20 @@ Status CpuBackend::panel_product(const GemmCall& call, const WorkspacePlan& plan
   }
 
   // "overwrite": an alpha = 1, beta = 0 call (every layer call but an accumulating wgrad) whose
-  // GEMM writes acc without reading it: oneDNN's matmul primitive (options.onednn_matmul) or
-  // cblas_sgemm. Otherwise the engine computes beta * C: C must hold D_old, or zeros when
+  // GEMM writes acc without reading it: oneDNN's matmul primitive (where options and shape pick
+  // it) or cblas_sgemm. Otherwise the engine computes beta * C: C must hold D_old, or zeros when
   // beta = 0, since dnnl_sgemm reads C even then (0 * NaN would leak a poisoned D).
-  const bool overwrite = call.alpha == 1.0f && call.beta == 0.0f &&
-                         (options_.onednn_matmul || options_.engine != CpuGemmEngine::onednn);
+  // The shape the rule sees is that of one engine call: with fp16/bf16 operands, a gemm_k block.
+  const bool alpha_one_beta_zero = call.alpha == 1.0f && call.beta == 0.0f;
+  bool overwrite = alpha_one_beta_zero && options_.engine != CpuGemmEngine::onednn;
+  if (alpha_one_beta_zero && options_.engine == CpuGemmEngine::onednn) {
+    OnednnOverwrite how = options_.onednn_overwrite;
+    if (how == OnednnOverwrite::by_shape) {
+      const int64_t depth = call.a.dtype == EPIGEMM_DTYPE_F32 ? k : std::min(k, plan.k_block);
+      how = onednn_overwrite_for_shape(call.transa, call.transb, m, width, depth);
+    }
+    overwrite = how == OnednnOverwrite::matmul_primitive;
+  }
   if (!overwrite && (call.beta == 0.0f || !d_is_acc)) {
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t j = 0; j < width; ++j) {
@@ -341,9 +362,12 @@ Status CpuBackend::run(const GemmCall& call) {
     // Tasks: DGELU_BGRAD splits the rows (each row's sum then runs over the panel's columns in
     // order on one thread, whatever the split); the other epilogues split the columns, so that
     // every task streams down whole contiguous columns.
+    // DGELU_BGRAD takes one task per thread: the longest contiguous run down each column (a
+    // thread's rows), where 4 tasks per thread made runs of 96 rows on (1024, 768, 3072).
     const bool split_rows = remaining == EPIGEMM_EPILOGUE_DGELU_BGRAD;
     const int64_t extent = split_rows ? m : width;
-    const int64_t per_task = std::max<int64_t>(1, (extent + team * kTasksPerThread - 1) / (team * kTasksPerThread));
+    const int64_t split = split_rows ? team : team * kTasksPerThread;
+    const int64_t per_task = std::max<int64_t>(1, (extent + split - 1) / split);
     const int64_t tasks = (extent + per_task - 1) / per_task;
 #pragma omp parallel for schedule(static) if (m * width >= kParallelElements)
     for (int64_t t = 0; t < tasks; ++t) {

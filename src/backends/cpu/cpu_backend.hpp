@@ -29,10 +29,11 @@ struct CpuBackendOptions {
   // OpenMP threads a call uses; 0 = omp_get_max_threads() of the calling thread.
   int threads = 0;
   CpuGemmEngine engine = default_cpu_gemm_engine();
-  // oneDNN only: run alpha = 1, beta = 0 GEMMs through its matmul primitive (adds the bias, does
-  // not read D) rather than dnnl_sgemm on a zero-filled D. Off by default: dnnl_sgemm plus the
-  // zero fill was faster on 11 of the 12 benchmark cases (docs/cpu_backend.md).
-  bool onednn_matmul = false;
+  // oneDNN only: how alpha = 1, beta = 0 GEMMs run, dnnl_sgemm on a zero-filled D or the matmul
+  // primitive (adds the bias, does not read D). by_shape: onednn_overwrite_for_shape of the GEMM
+  // call (gemm_engine.hpp, measured in docs/cpu_backend.md); the other two force one call (tests,
+  // benchmark variants).
+  OnednnOverwrite onednn_overwrite = OnednnOverwrite::by_shape;
   // Which build of the epilogue kernels runs: the widest this CPU allows, or a narrower one
   // (tests run every build the CPU has; the benchmark compares them).
   CpuKernelBuild kernels = CpuKernelBuild::widest;

@@ -218,22 +218,29 @@ void sum_columns(const void* src, epigemm_dtype_t dtype, int64_t ld, int64_t len
   }
 }
 
+// Walks down a chunk of 1024 rows (4 KB of fp32 per column of src: a contiguous run the hardware
+// prefetcher follows) column by column, adding into per-lane doubles that stay in L1 (8 KB). Each
+// sums[r] is the sum over p in order, whatever the chunk or the caller's split of the rows.
+// Measured on the benchmark machine: tasks of 16 rows (one cache line per column, columns 16 KB
+// apart in a (2048, 1024, 4096) wgrad) read dY at about 2 GB/s; docs/cpu_backend.md.
 template <class Ops, class Storage>
 void sum_rows_typed(const Storage* src, int64_t ld, int64_t rows, int64_t cols, float* sums) {
   constexpr int64_t W = Ops::width;
-  constexpr int64_t kChunkVectors = 4;
+  constexpr int64_t kChunkVectors = 1024 / W;
   for (int64_t r0 = 0; r0 < rows; r0 += kChunkVectors * W) {
     const int64_t r1 = lesser<Ops>(r0 + kChunkVectors * W, rows);
+    const int64_t full = (r1 - r0) / W;  // whole vectors; then a tail of (r1 - r0) % W rows
+    const int64_t tail = (r1 - r0) - full * W;
     typename Ops::Wide total[kChunkVectors];
-    for (auto& t : total) t = Ops::wide_zero();
+    for (int64_t v = 0; v < full + (tail > 0 ? 1 : 0); ++v) total[v] = Ops::wide_zero();
     for (int64_t p = 0; p < cols; ++p) {
-      const Storage* column = src + p * ld;
-      for (int64_t v = 0; v < kChunkVectors && r0 + v * W < r1; ++v) {
-        const int64_t r = r0 + v * W;
-        total[v] = Ops::add_wide(total[v], load_lanes<Ops>(column + r, lesser<Ops>(W, r1 - r)));
+      const Storage* column = src + p * ld + r0;
+      for (int64_t v = 0; v < full; ++v) {
+        total[v] = Ops::add_wide(total[v], Ops::load(column + v * W));
       }
+      if (tail > 0) total[full] = Ops::add_wide(total[full], load_lanes<Ops>(column + full * W, tail));
     }
-    for (int64_t v = 0; v < kChunkVectors && r0 + v * W < r1; ++v) {
+    for (int64_t v = 0; v < full + (tail > 0 ? 1 : 0); ++v) {
       const int64_t r = r0 + v * W;
       double lanes[W];
       Ops::store_wide(lanes, total[v]);

@@ -14,6 +14,17 @@ namespace epigemm {
 
 enum class CpuGemmEngine { onednn, openblas };
 
+// How the oneDNN engine runs a GEMM with alpha = 1 and beta = 0 (every layer call but an
+// accumulating wgrad): dnnl_sgemm on a zero-filled C, or oneDNN's matmul primitive (which also
+// adds a bias and never reads C). Neither is faster on every shape (docs/cpu_backend.md has the
+// measurements); by_shape picks per call with onednn_overwrite_for_shape.
+enum class OnednnOverwrite { by_shape, sgemm_on_zeros, matmul_primitive };
+
+// The per-shape choice for one engine call (m x n = op(A) op(B), op(A) m x k), a pure function
+// measured on the benchmark machine (gemm_engine.cpp, docs/cpu_backend.md); never by_shape.
+OnednnOverwrite onednn_overwrite_for_shape(epigemm_op_t transa, epigemm_op_t transb, int64_t m,
+                                           int64_t n, int64_t k);
+
 // Whether the engine is compiled into this build.
 bool cpu_gemm_engine_available(CpuGemmEngine engine);
 // oneDNN when built, else OpenBLAS.
