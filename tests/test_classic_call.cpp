@@ -3,7 +3,8 @@
 //
 // Classic call: every row of SPEC §2's decision table (the "any" row with grad = 0 and 1). Each
 // row's outputs are compared with the naive expected result of the epilogue the table names AND
-// bitwise with the equivalent description call, so a wrong row mapping fails either way. With
+// bitwise with the equivalent description call, so a wrong row mapping fails either way. The
+// classic workspace query must give the description query's answer, and suffice. With
 // grad = 1 the `bias` argument is an output (the bias gradient, overwritten); accumulate means
 // beta = 1. Bias lengths: forward bias gemm_m, DGELU_BGRAD's gradient gemm_m, BGRADB's gemm_n;
 // the shapes are non-square so an m / n mix-up is refused or computes the wrong thing.
@@ -120,7 +121,32 @@ TEST_P(ClassicCall, DecisionTableRows) {
                              classic.after.bias_grad, described.after.bias_grad);
       }
 
-      // 3. The bias-length rule: a bias of the other dimension's length (gemm_n where the row
+      // 3. The classic workspace query: the same answer (status and bytes) as the query of the
+      //    equivalent description, and the classic call runs with exactly that many bytes.
+      {
+        const OperandViews v = OperandViews::of(c, classic.after, target.memory);
+        const epigemm_vector_t* bias = row.bias ? (row.grad ? &v.bias_grad : &v.bias) : nullptr;
+        const epigemm_matrix_t* pre_gelu_out = row.pre_gelu ? &v.aux : nullptr;
+        size_t classic_bytes = 0, described_bytes = 0;
+        const epigemm_status_t classic_status = epigemm_classic_gemm_workspace_size(
+            ctx, &v.a, &v.b, &v.d, bias, pre_gelu_out, c.transa, c.transb, row.grad,
+            s.accumulate ? 1 : 0, &classic_bytes);
+        const Desc desc = make_desc(c, v, target.backend);
+        const epigemm_status_t described_status =
+            epigemm_gemm_workspace_size(ctx, desc.get(), &v.a, &v.b, &v.d, &described_bytes);
+        EXPECT_EQ(classic_status, described_status) << epigemm_context_last_error(ctx);
+        if (classic_status == EPIGEMM_STATUS_SUCCESS) {
+          EXPECT_EQ(classic_bytes, described_bytes);
+          const CaseRun exact = run_case(ctx, c, [&](epigemm_context_t ctx_, const GemmCase& c_,
+                                                     const OperandViews& v_, void* workspace,
+                                                     size_t, void* stream) {
+            return classic_invoke(row)(ctx_, c_, v_, workspace, classic_bytes, stream);
+          });
+          EXPECT_TRUE(exact.ok) << "the classic call refused the workspace size its query reported";
+        }
+      }
+
+      // 4. The bias-length rule: a bias of the other dimension's length (gemm_n where the row
       //    needs gemm_m, gemm_m where it needs gemm_n) is refused, naming the bias.
       if (row.bias) {
         const bool over_n = row.epilogue == EPIGEMM_EPILOGUE_BGRADB;

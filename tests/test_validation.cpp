@@ -61,6 +61,7 @@ enum class Entry {
   desc,                  // epigemm_gemm with a description
   desc_workspace_size,   // epigemm_gemm_workspace_size (validates as epigemm_gemm does)
   classic,               // epigemm_classic_gemm
+  classic_workspace_size,  // epigemm_classic_gemm_workspace_size (validates as the call does)
   fprop,                 // epigemm_linear_fprop
   dgrad,                 // epigemm_linear_dgrad
   wgrad,                 // epigemm_linear_wgrad
@@ -180,15 +181,24 @@ struct BadCall {
         epigemm_gemm_desc_destroy(desc);
         return status;
       }
-      case Entry::classic: {
+      case Entry::classic:
+      case Entry::classic_workspace_size: {
         // The classic call's bias is the bias gradient (an output) when grad is set.
         const bool grad = epilogue == EPIGEMM_EPILOGUE_DGELU ||
                           epilogue == EPIGEMM_EPILOGUE_DGELU_BGRAD ||
                           epilogue == EPIGEMM_EPILOGUE_BGRADB;
         const epigemm_vector_t* b = with_bias ? &bias : with_bias_grad ? &bias_grad : nullptr;
         EXPECT_EQ(epigemm_context_set_backend(ctx, backend), EPIGEMM_STATUS_SUCCESS);
-        return epigemm_classic_gemm(c, given("A") ? &A : nullptr, given("B") ? &B : nullptr,
-                                    given("D") ? &D : nullptr, b, with_aux ? &aux : nullptr, transa,
+        const epigemm_matrix_t* a_arg = given("A") ? &A : nullptr;
+        const epigemm_matrix_t* b_arg = given("B") ? &B : nullptr;
+        const epigemm_matrix_t* d_arg = given("D") ? &D : nullptr;
+        if (entry == Entry::classic_workspace_size) {
+          size_t bytes = 12345;
+          return epigemm_classic_gemm_workspace_size(c, a_arg, b_arg, d_arg, b, with_aux ? &aux : nullptr,
+                                                     transa, transb, grad ? 1 : 0, 0,
+                                                     given("bytes") ? &bytes : nullptr);
+        }
+        return epigemm_classic_gemm(c, a_arg, b_arg, d_arg, b, with_aux ? &aux : nullptr, transa,
                                     transb, grad ? 1 : 0, workspace, workspace_bytes, 0, nullptr);
       }
       case Entry::fprop:
@@ -533,6 +543,17 @@ std::vector<Case> gemm_level_cases() {
        EPIGEMM_STATUS_INVALID_VALUE, "pre_gelu_out", {"gemm_m"}, {12, 13}});
   add({"classic_null_D", [](BadCall& s) { s.entry = Entry::classic; s.null_args = {"D"}; },
        EPIGEMM_STATUS_INVALID_VALUE, "D", {"NULL"}, {}});
+  add({"classic_workspace_size_bias_length_n_for_BIAS",
+       [](BadCall& s) { s.entry = Entry::classic_workspace_size; s.gemm(kBiasE); s.bias.length = kN; },
+       EPIGEMM_STATUS_INVALID_VALUE, "bias", {"BIAS", "gemm_m"}, {11, 13}});
+  add({"classic_workspace_size_grad_bias_length_m_for_BGRADB",
+       [](BadCall& s) { s.entry = Entry::classic_workspace_size; s.gemm(kBgradB); s.bias_grad.length = kM; },
+       EPIGEMM_STATUS_INVALID_VALUE, "bias", {"BGRADB", "gemm_n"}, {13, 11}});
+  add({"classic_workspace_size_null_D", [](BadCall& s) { s.entry = Entry::classic_workspace_size; s.null_args = {"D"}; },
+       EPIGEMM_STATUS_INVALID_VALUE, "D", {"NULL"}, {}});
+  add({"classic_workspace_size_null_bytes",
+       [](BadCall& s) { s.entry = Entry::classic_workspace_size; s.null_args = {"bytes"}; },
+       EPIGEMM_STATUS_INVALID_VALUE, "bytes", {"NULL"}, {}});
   add({"classic_transa_out_of_range", [](BadCall& s) { s.entry = Entry::classic; s.transa = epigemm_op_t(3); },
        EPIGEMM_STATUS_INVALID_VALUE, "transa", {}, {3}});
   add({"classic_B_ld_less_than_rows_TT",

@@ -213,6 +213,15 @@ epigemm_status_t epigemm_classic_gemm(epigemm_context_t ctx, const epigemm_matri
                                       epigemm_op_t transb, int grad, void *workspace,
                                       size_t workspace_bytes, int accumulate, void *stream);
 
+/* The workspace epigemm_classic_gemm needs for these arguments (the same ones, without workspace
+ * and stream). What counts is which of bias / pre_gelu_out have data (any non-NULL pointer),
+ * the shapes, dtypes, transposes, grad and accumulate; not the addresses. Refuses what the call
+ * would refuse, with the same message. */
+epigemm_status_t epigemm_classic_gemm_workspace_size(
+    epigemm_context_t ctx, const epigemm_matrix_t *A, const epigemm_matrix_t *B,
+    const epigemm_matrix_t *D, const epigemm_vector_t *bias, const epigemm_matrix_t *pre_gelu_out,
+    epigemm_op_t transa, epigemm_op_t transb, int grad, int accumulate, size_t *bytes /* out */);
+
 /* ---- layer level: Y[tokens, out] = X[tokens, in] W[out, in]^T + b[out] -------------------- */
 
 /* The workspace any one linear-layer call below may need for tensors of these sizes. */

@@ -297,6 +297,66 @@ epigemm_status_t epigemm_gemm(epigemm_context_t ctx, epigemm_gemm_desc_t desc,
   });
 }
 
+namespace epigemm {
+namespace {
+
+// The GemmCall that the classic call's arguments mean (the decision table above), without
+// workspace and stream.
+Status classic_call(const Context& context, const epigemm_matrix_t* A, const epigemm_matrix_t* B,
+                    const epigemm_matrix_t* D, const epigemm_vector_t* bias,
+                    const epigemm_matrix_t* pre_gelu_out, epigemm_op_t transa, epigemm_op_t transb,
+                    int grad, int accumulate, GemmCall* call) {
+  EPIGEMM_RETURN_IF_ERROR(require(A, "A"));
+  EPIGEMM_RETURN_IF_ERROR(require(B, "B"));
+  EPIGEMM_RETURN_IF_ERROR(require(D, "D"));
+  const bool has_bias = bias != nullptr && bias->data != nullptr;
+  const bool has_pre_gelu = pre_gelu_out != nullptr && pre_gelu_out->data != nullptr;
+  call->transa = transa;
+  call->transb = transb;
+  call->a = to_matrix(*A);
+  call->b = to_matrix(*B);
+  call->d = to_matrix(*D);
+  call->beta = accumulate ? 1.0f : 0.0f;
+  call->epilogue = classic_epilogue(has_bias, has_pre_gelu, grad != 0);
+  if (has_bias) {
+    // With grad, the classic call's bias is the bias gradient it writes.
+    if (epilogue_writes_bias_grad(call->epilogue)) {
+      call->has_bias_grad = true;
+      call->bias_grad = to_vector(*bias);
+      call->names.bias_grad = "bias (the bias gradient, with grad)";
+    } else {
+      call->has_bias = true;
+      call->bias = to_vector(*bias);
+    }
+  }
+  if (has_pre_gelu) {
+    call->has_aux = true;
+    call->aux = to_matrix(*pre_gelu_out);
+    call->names.aux = "pre_gelu_out";
+  }
+  apply_context_defaults(context, call);
+  EPIGEMM_RETURN_IF_ERROR(validate_enums(*call));
+  gemm_dims_from_operands(call);
+  return Status();
+}
+
+}  // namespace
+}  // namespace epigemm
+
+epigemm_status_t epigemm_classic_gemm_workspace_size(
+    epigemm_context_t ctx, const epigemm_matrix_t* A, const epigemm_matrix_t* B,
+    const epigemm_matrix_t* D, const epigemm_vector_t* bias, const epigemm_matrix_t* pre_gelu_out,
+    epigemm_op_t transa, epigemm_op_t transb, int grad, int accumulate, size_t* bytes) {
+  return epigemm::guarded(ctx, [&](Context& context) -> Status {
+    if (bytes == nullptr) return epigemm::invalid("bytes is NULL; expected a pointer to write to");
+    GemmCall call;
+    EPIGEMM_RETURN_IF_ERROR(epigemm::classic_call(context, A, B, D, bias, pre_gelu_out, transa,
+                                                  transb, grad, accumulate, &call));
+    EPIGEMM_RETURN_IF_ERROR(epigemm::validate_gemm_call(call));
+    return context.workspace_bytes(call, bytes);
+  });
+}
+
 epigemm_status_t epigemm_classic_gemm(epigemm_context_t ctx, const epigemm_matrix_t* A,
                                       const epigemm_matrix_t* B, const epigemm_matrix_t* D,
                                       const epigemm_vector_t* bias,
@@ -304,38 +364,9 @@ epigemm_status_t epigemm_classic_gemm(epigemm_context_t ctx, const epigemm_matri
                                       epigemm_op_t transb, int grad, void* workspace,
                                       size_t workspace_bytes, int accumulate, void* stream) {
   return epigemm::guarded(ctx, [&](Context& context) -> Status {
-    EPIGEMM_RETURN_IF_ERROR(epigemm::require(A, "A"));
-    EPIGEMM_RETURN_IF_ERROR(epigemm::require(B, "B"));
-    EPIGEMM_RETURN_IF_ERROR(epigemm::require(D, "D"));
-    const bool has_bias = bias != nullptr && bias->data != nullptr;
-    const bool has_pre_gelu = pre_gelu_out != nullptr && pre_gelu_out->data != nullptr;
     GemmCall call;
-    call.transa = transa;
-    call.transb = transb;
-    call.a = epigemm::to_matrix(*A);
-    call.b = epigemm::to_matrix(*B);
-    call.d = epigemm::to_matrix(*D);
-    call.beta = accumulate ? 1.0f : 0.0f;
-    call.epilogue = epigemm::classic_epilogue(has_bias, has_pre_gelu, grad != 0);
-    if (has_bias) {
-      // With grad, the classic call's bias is the bias gradient it writes.
-      if (epigemm::epilogue_writes_bias_grad(call.epilogue)) {
-        call.has_bias_grad = true;
-        call.bias_grad = epigemm::to_vector(*bias);
-        call.names.bias_grad = "bias (the bias gradient, with grad)";
-      } else {
-        call.has_bias = true;
-        call.bias = epigemm::to_vector(*bias);
-      }
-    }
-    if (has_pre_gelu) {
-      call.has_aux = true;
-      call.aux = epigemm::to_matrix(*pre_gelu_out);
-      call.names.aux = "pre_gelu_out";
-    }
-    epigemm::apply_context_defaults(context, &call);
-    EPIGEMM_RETURN_IF_ERROR(epigemm::validate_enums(call));
-    epigemm::gemm_dims_from_operands(&call);
+    EPIGEMM_RETURN_IF_ERROR(epigemm::classic_call(context, A, B, D, bias, pre_gelu_out, transa,
+                                                  transb, grad, accumulate, &call));
     epigemm::attach_workspace(workspace, workspace_bytes, stream, &call);
     return context.execute(call);
   });

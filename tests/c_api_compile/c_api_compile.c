@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define TOKENS 3
@@ -150,8 +151,17 @@ int main(void) {
   check_status(ctx, epigemm_gemm(ctx, desc, &A, &B, &D, NULL, workspace_bytes, NULL), "gemm");
   check(memcmp(y_desc, y, sizeof y) == 0 && memcmp(pre_desc, pre, sizeof pre) == 0,
         "the description call equals the layer call");
-  check_status(ctx, epigemm_classic_gemm(ctx, &A, &B, &DC, &BIAS, &AUXC, transa, transb, 0, NULL, 0, 0, NULL),
-               "classic_gemm");
+  check_status(ctx, epigemm_classic_gemm_workspace_size(ctx, &A, &B, &DC, &BIAS, &AUXC, transa, transb, 0, 0,
+                                                        &workspace_bytes),
+               "classic_gemm_workspace_size");
+  {
+    void *classic_ws = workspace_bytes > 0 ? malloc(workspace_bytes) : NULL;
+    check(workspace_bytes == 0 || classic_ws != NULL, "malloc of the classic workspace");
+    check_status(ctx, epigemm_classic_gemm(ctx, &A, &B, &DC, &BIAS, &AUXC, transa, transb, 0, classic_ws,
+                                           workspace_bytes, 0, NULL),
+                 "classic_gemm");
+    free(classic_ws);
+  }
   check(memcmp(y_classic, y, sizeof y) == 0 && memcmp(pre_classic, pre, sizeof pre) == 0,
         "the classic call equals the layer call");
 
