@@ -484,6 +484,9 @@ int main(int argc, char** argv) {
   epigemm_bench::ResultTable table;
   epigemm_bench::SteadyClockTimer timer;
   int sets_used = 1;
+  // The 1-minute load average at the start of each (shape, pass): a run whose maximum is well
+  // above its own thread count shared the machine.
+  double load_min = 1e9, load_max = 0;
 
   for (const Layer& layer : opt.layers) {
     for (const std::string pass : {"fprop", "dgrad", "wgrad"}) {
@@ -493,8 +496,11 @@ int main(int argc, char** argv) {
       const int n_sets = epigemm_bench::rotation_sets(set_bytes(sets[0]), opt.rotation_mb * 1e6, 8);
       sets_used = std::max(sets_used, n_sets);
       for (int s = 1; s < n_sets; ++s) sets.push_back(make_set(layer, pass, 1000 + 100 * uint64_t(s)));
-      std::fprintf(stderr, "== %s %s: %d input set(s) of %.0f MB\n", layer.name().c_str(),
-                   pass.c_str(), n_sets, set_bytes(sets[0]) / 1e6);
+      const double load = std::atof(read_first_line("/proc/loadavg").c_str());
+      load_min = std::min(load_min, load);
+      load_max = std::max(load_max, load);
+      std::fprintf(stderr, "== %s %s: %d input set(s) of %.0f MB; 1-minute load %.2f\n",
+                   layer.name().c_str(), pass.c_str(), n_sets, set_bytes(sets[0]) / 1e6, load);
 
       const epigemm_epilogue_t full = pass_epilogues(pass).back();
       std::vector<std::vector<epigemm_tensor_t>> keep(n_sets);
@@ -661,7 +667,9 @@ int main(int argc, char** argv) {
          << "- machine: " << read_first_line("/proc/cpuinfo", "model name") << ", "
          << omp_get_max_threads() << " OpenMP threads; OpenBLAS core: " << openblas_get_corename()
          << "; cpu backend kernels: " << epigemm::select_epilogue_kernels().name << "\n"
-         << "- /proc/loadavg before: " << load_before << "; after: " << load_after << "\n"
+         << "- /proc/loadavg before: " << load_before << "; after: " << load_after
+         << "; 1-minute load at the start of each (shape, pass): " << load_min << " - " << load_max
+         << " (this benchmark's own " << omp_get_max_threads() << " threads add about as much)\n"
          << "- fp32; median of " << opt.timing.repetitions << " timed calls after "
          << opt.timing.warmup << " warm-up calls, the paths of a pass timed interleaved (one call "
             "of each in turn; OpenBLAS paths on their own after them, see the source); inputs rotated over up to " << sets_used
