@@ -128,6 +128,10 @@ TEST_P(ClassicCall, DecisionTableRows) {
         const epigemm_vector_t* bias = row.bias ? (row.grad ? &v.bias_grad : &v.bias) : nullptr;
         const epigemm_matrix_t* pre_gelu_out = row.pre_gelu ? &v.aux : nullptr;
         size_t classic_bytes = 0, described_bytes = 0;
+        // The classic call takes its backend from the context; run_case may have left it at auto
+        // (a case the target's backend declines is re-run under auto).
+        ASSERT_EQ(epigemm_context_set_backend(ctx, target.backend), EPIGEMM_STATUS_SUCCESS);
+        ASSERT_EQ(epigemm_context_set_allow_tf32(ctx, c.allow_tf32 ? 1 : 0), EPIGEMM_STATUS_SUCCESS);
         const epigemm_status_t classic_status = epigemm_classic_gemm_workspace_size(
             ctx, &v.a, &v.b, &v.d, bias, pre_gelu_out, c.transa, c.transb, row.grad,
             s.accumulate ? 1 : 0, &classic_bytes);
