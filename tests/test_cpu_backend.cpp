@@ -289,12 +289,14 @@ TEST(CpuBackend, BiasGradientsBitwiseIdenticalWithOneAndTwoThreads) {
 
 // BGRADB's sums where the order of the additions shows in the bits (small integers, as in the test
 // above, sum exactly in any order, and a double sum of random floats rounds to the same float in
-// almost any order): each sum of op(B) is 2^60, then ones, then -2^60. With op(B) = B^T (the
-// wgrad) each row of B is summed in p order, which gives 0 (each one is absorbed by 2^60 in
-// double), and anything else in another order; the rows are split in one task of 1024 rows with
-// one thread and two of 512 with two (one panel). With op(B) = B each column is summed in vector
-// lanes added in a fixed tree (a value that depends on the kernel build, the same for any thread
-// count), 16 columns per task. Only bias_grad is compared: the GEMM may split differently.
+// almost any order): each sum of op(B) over k = 300 is ones, with 2^60 at p = 100 and -2^60 at
+// p = 200. In p order (each row of B when op(B) = B^T, the wgrad) that is exactly 99: the 100
+// ones before 2^60 and the 99 between are absorbed by it in double (ulp 256), the 99 after
+// -2^60 are not; a sum split over p (two halves give 0) or over lanes gives something else. The
+// rows are split in one task of 1024 rows with one thread and two of 512 with two (one panel).
+// With op(B) = B each column is summed in vector lanes added in a fixed tree (a value that
+// depends on the kernel build, the same for any thread count), 16 columns per task. Only
+// bias_grad is compared: the GEMM may split differently.
 TEST(CpuBackend, BgradbSumsInOperandOrderWithOneAndTwoThreads) {
   for (epigemm_op_t transb : {EPIGEMM_OP_N, EPIGEMM_OP_T}) {
     Case c;
@@ -308,7 +310,7 @@ TEST(CpuBackend, BgradbSumsInOperandOrderWithOneAndTwoThreads) {
       Operands o = make_operands(c);
       for (int64_t j = 0; j < c.n; ++j) {
         for (int64_t p = 0; p < c.k; ++p) {
-          const float v = p == 0 ? 0x1p60f : p == c.k - 1 ? -0x1p60f : 1.0f;
+          const float v = p == 100 ? 0x1p60f : p == 200 ? -0x1p60f : 1.0f;
           if (transb == EPIGEMM_OP_N) o.b.set(p, j, v); else o.b.set(j, p, v);
         }
       }
@@ -327,7 +329,7 @@ TEST(CpuBackend, BgradbSumsInOperandOrderWithOneAndTwoThreads) {
     for (int64_t j = 0; j < bg.rows; ++j) {
       ASSERT_TRUE(std::isfinite(bg.get(j, 0))) << "bias_grad[" << j << "]";
       if (transb == EPIGEMM_OP_T) {
-        ASSERT_EQ(bg.get(j, 0), 0.0f) << "bias_grad[" << j << "]";
+        ASSERT_EQ(bg.get(j, 0), 99.0f) << "bias_grad[" << j << "]";
       }
     }
   }
