@@ -18,6 +18,8 @@
 //                       default `cpu` picks one of the two per shape: onednn_overwrite_for_shape)
 //   cpu[avx2]           the backend with its AVX2 kernels instead of the AVX-512 ones (the
 //                       widest build is the default where the CPU has AVX-512)
+//   cpu[acc in D]       GELU_AUX(_BIAS): the GEMM writes acc into D and the pass writes aux and D
+//                       (the default writes acc into an fp32 aux and the pass only D)
 //   onednn-matmul-fused oneDNN matmul with a bias and/or gelu_tanh post-op (fprop only; it has no
 //                       aux output, so it does less work than GELU_AUX(_BIAS))
 //   sgemm+plain-loop    the fastest sgemm then a plain loop for bias + GELU + aux (fprop)
@@ -467,6 +469,9 @@ int main(int argc, char** argv) {
   epigemm::CpuBackendOptions avx2_options;
   avx2_options.kernels = epigemm::CpuKernelBuild::avx2;
   variants.push_back({"cpu[avx2]", epigemm::create_cpu_backend(avx2_options)});
+  epigemm::CpuBackendOptions acc_in_d_options;
+  acc_in_d_options.acc_in_aux = false;
+  variants.push_back({"cpu[acc in D]", epigemm::create_cpu_backend(acc_in_d_options)});
   if (opt.engines) {
     // Only the two forced choices, on DEFAULT (see the file comment).
     variants.erase(std::remove_if(variants.begin(), variants.end(),

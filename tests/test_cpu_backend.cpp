@@ -530,6 +530,41 @@ TEST(CpuBackend, MatmulPrimitivePathMatchesTheReference) {
   }
 }
 
+// GELU_AUX(_BIAS) with an fp32 aux and beta = 0: the GEMM writes acc (and the bias, through the
+// fill that precedes dnnl_sgemm or inside the matmul primitive) into aux, and the pass writes
+// only D (acc_in_aux, the default). Both settings, both GEMM paths, several panels, alpha != 1,
+// a 16-bit D and padded leading dimensions, against the reference.
+TEST(CpuBackend, AccInAuxOnAndOffMatchTheReference) {
+  for (bool acc_in_aux : {true, false}) {
+    for (auto overwrite : {epigemm::OnednnOverwrite::sgemm_on_zeros, epigemm::OnednnOverwrite::matmul_primitive}) {
+      CpuBackendOptions options;
+      options.acc_in_aux = acc_in_aux;
+      options.onednn_overwrite = overwrite;
+      options.panel_columns = 24;
+      for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_GELU_AUX, EPIGEMM_EPILOGUE_GELU_AUX_BIAS}) {
+        for (int t = 0; t < 3; ++t) {
+          Case c;
+          c.epilogue = e;
+          c.transa = EPIGEMM_OP_T;
+          c.m = 57;
+          c.n = 61;
+          c.k = 43;
+          c.ab = t == 2 ? BF16 : F32;
+          c.d = t == 0 ? F32 : BF16;
+          c.side = F32;  // aux fp32: the case acc_in_aux applies to
+          c.alpha = t == 1 ? 0.75f : 1.0f;
+          c.pad = 2;
+          c.seed = 51 + uint32_t(t);
+          SCOPED_TRACE(std::string(epigemm_epilogue_name(e)) + " acc_in_aux " + (acc_in_aux ? "on" : "off") +
+                       " primitive " + (overwrite == epigemm::OnednnOverwrite::matmul_primitive ? "yes" : "no") +
+                       " case " + std::to_string(t));
+          expect_matches_reference(c, options);
+        }
+      }
+    }
+  }
+}
+
 // The OpenBLAS engine (the one a build without oneDNN runs): cblas_sgemm with beta = 0 does not
 // read D, so it gets no zero fill; everything around the GEMM is the same code.
 TEST(CpuBackend, OpenblasEngineMatchesTheReference) {

@@ -37,6 +37,10 @@ struct CpuBackendOptions {
   // Which build of the epilogue kernels runs: the widest this CPU allows, or a narrower one
   // (tests run every build the CPU has; the benchmark compares them).
   CpuKernelBuild kernels = CpuKernelBuild::widest;
+  // GELU_AUX / GELU_AUX_BIAS with an fp32 aux and beta = 0: the GEMM writes acc (+ bias) into aux
+  // and the pass only writes D = gelu(aux). false: acc in D (or the workspace), the pass writes
+  // aux and D (tests, benchmark variant).
+  bool acc_in_aux = true;
 };
 
 std::unique_ptr<Backend> create_cpu_backend();

@@ -27,6 +27,8 @@ struct EpilogueBlock {
   void* aux = nullptr;          // out for GELU_AUX(_BIAS), in for DGELU(_BGRAD)
   epigemm_dtype_t aux_dtype = EPIGEMM_DTYPE_F32;
   int64_t ld_aux = 0;
+  // GELU_AUX: acc is aux itself (the GEMM wrote the pre-activation there), so aux is not stored.
+  bool aux_holds_acc = false;
   // DGELU_BGRAD: row_sums[i] += sum over the block's columns of g[i, j], rows entries. The
   // block's columns are summed first in double, in column order, and the sum added to
   // row_sums[i] in double and rounded once: so the order of additions for a row depends on the

@@ -111,7 +111,7 @@ void apply_block(const EpilogueBlock& b) {
         if constexpr (E == EPIGEMM_EPILOGUE_BIAS) {
           out = acc + load_lanes<Ops>(b.bias + i, count);
         } else if constexpr (E == EPIGEMM_EPILOGUE_GELU_AUX) {
-          store_lanes<Ops>(aux_col + i, count, acc);
+          if (!b.aux_holds_acc) store_lanes<Ops>(aux_col + i, count, acc);
           out = gelu_tanh<V>(acc);
         } else if constexpr (E == EPIGEMM_EPILOGUE_GELU_AUX_BIAS) {
           const V z = acc + load_lanes<Ops>(b.bias + i, count);
