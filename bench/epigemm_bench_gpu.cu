@@ -879,14 +879,21 @@ int main(int argc, char** argv) {
                                      : std::string("scalar path"),
                               tuning};
               v.tuning.vector_config[int(op)] = config;
+              // The configuration in use runs as the backend runs it (size rules on); the others
+              // exactly as named.
+              v.tuning.size_rules = config == used;
               kernel_variants.push_back(v);
             }
             const std::string used_note = kernel_variants[size_t(used)].note;
-            for (KernelVariant& v : kernel_variants) v.note += ", waves " + std::to_string(tuning.waves[int(op)]);
+            for (KernelVariant& v : kernel_variants) {
+              v.note += ", waves " + std::to_string(tuning.waves[int(op)]);
+              if (v.tuning.size_rules) v.note += " (size rules on: 1 wave below 8M elements, 128-thread rows on short tensors)";
+            }
             for (int waves : {1, 2, 4, 8}) {
               if (waves == tuning.waves[int(op)]) continue;
               KernelVariant v{"_waves" + std::to_string(waves), used_note + ", waves " + std::to_string(waves), tuning};
               v.tuning.waves[int(op)] = waves;
+              v.tuning.size_rules = false;
               kernel_variants.push_back(v);
             }
             std::vector<std::function<void(int)>> kernel_fns;

@@ -515,15 +515,28 @@ int threads_x_of(const KernelChoice& k) {
 }
 
 // Blocks that fill the device `waves` times with the kernel a launch uses.
-int64_t target_blocks(const KernelTuning& tuning, TileOp op, const KernelChoice& k) {
+int64_t target_blocks(const KernelTuning& tuning, TileOp op, const KernelChoice& k, int64_t rows,
+                      int64_t cols) {
   const int per_sm = std::max(
       1, k.vector ? tuning.blocks_per_sm[int(op)][1 + k.config][k.width_index()] : tuning.blocks_per_sm[int(op)][0][0]);
-  const int waves = std::min(kMaxWaves, std::max(1, tuning.waves[int(op)]));
+  int waves = std::min(kMaxWaves, std::max(1, tuning.waves[int(op)]));
+  if (tuning.size_rules && rows * cols < kOneWaveBelowElements) waves = 1;
   return int64_t(tuning.sm_count) * per_sm * waves;
 }
 
 TilePlan plan_for(const KernelTuning& tuning, TileOp op, const KernelChoice& k, int64_t rows, int64_t cols) {
-  return plan_tiles(rows, cols, threads_x_of(k), target_blocks(tuning, op, k));
+  return plan_tiles(rows, cols, threads_x_of(k), target_blocks(tuning, op, k, rows, cols));
+}
+
+// The configuration with 128 threads along rows and otherwise the same as `config`, if any.
+int narrower_config(int config) {
+  for (int c = 0; c < kTileConfigCount; ++c) {
+    if (kTileConfigs[c].threads_x == 128 && kTileConfigs[c].batch == kTileConfigs[config].batch &&
+        kTileConfigs[c].min_blocks == kTileConfigs[config].min_blocks) {
+      return c;
+    }
+  }
+  return config;
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -577,6 +590,7 @@ int64_t row_partial_elements(const KernelTuning& tuning, TileOp op, int64_t rows
   // workspace is sized before the pointers, hence the path, are known), whatever the waves.
   KernelTuning most = tuning;
   most.waves[int(op)] = kMaxWaves;
+  most.size_rules = false;
   int64_t chunks = plan_for(most, op, KernelChoice{}, rows, cols).column_chunks;  // scalar
   for (int config = 0; config < kTileConfigCount; ++config) {
     for (int width = 0; width < 4; ++width) {
@@ -597,6 +611,9 @@ Status launch_tile_kernel(const KernelTuning& tuning, TileOp op, const TileArgs&
   k.vector = tile_vector_path(op, args);
   if (k.vector) {
     k.config = tuning.vector_config[int(op)];
+    if (tuning.size_rules && int64_t(kTileConfigs[k.config].threads_x) * kRowsPerThread > args.rows) {
+      k.config = narrower_config(k.config);
+    }
     k.wide_acc = op_reads_acc(op) && args.acc_dtype == EPIGEMM_DTYPE_F32;
     k.wide_aux = op_reads_aux(op) && args.aux_dtype == EPIGEMM_DTYPE_F32;
   }

@@ -78,6 +78,11 @@ constexpr int kDefaultVectorConfig[kTileOpCount] = {4, 4, 1, 1, 1, 5, 5};
 // ones leave most multiprocessors idle; more waves of shorter blocks let the hardware scheduler
 // fill that tail. Per op, by measurement (bench/epigemm_bench_gpu, kernel_waves rows).
 constexpr int kMaxWaves = 8;
+// Size rules (KernelTuning::size_rules): a tensor of fewer elements than this runs one wave, and
+// a tensor with fewer rows than a block of its configuration covers runs the 128-thread-row
+// variant of that configuration. Measured on the H200 at 1.5M-16M elements: 8 waves of tiny
+// blocks, and 256-thread rows over 768-1024 rows (half the threads idle), cost 10-30% there.
+constexpr int64_t kOneWaveBelowElements = int64_t(8) << 20;
 constexpr int kDefaultWaves[kTileOpCount] = {8, 8, 8, 8, 4, 2, 1};
 
 // Per-device launch facts, read once when the backend is created.
@@ -91,6 +96,8 @@ struct KernelTuning {
   int vector_config[kTileOpCount] = {};
   // The waves launch_tile_kernel uses per op (kDefaultWaves; 1 to kMaxWaves).
   int waves[kTileOpCount] = {};
+  // Apply the size rules above (the benchmark turns them off to time a configuration as named).
+  bool size_rules = true;
 };
 
 // Reads the device's multiprocessor count and each tile kernel's occupancy. Fails (with CUDA's
