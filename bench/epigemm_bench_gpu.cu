@@ -896,6 +896,15 @@ int main(int argc, char** argv) {
               v.tuning.size_rules = false;
               kernel_variants.push_back(v);
             }
+            if (op == epigemm::cuda::TileOp::dgelu_bgrad || op == epigemm::cuda::TileOp::row_sums) {
+              // The finish kernel launched after the tile kernel instead of as its programmatic
+              // dependent: what the dependent launch saves.
+              KernelVariant v = kernel_variants[size_t(used)];
+              v.suffix = "_serialfinish";
+              v.note += ", finish kernel launched serially";
+              v.tuning.dependent_launch = false;
+              kernel_variants.push_back(v);
+            }
             std::vector<std::function<void(int)>> kernel_fns;
             for (const KernelVariant& v : kernel_variants) {
               kernel_fns.push_back([&, tuned = v.tuning](int rep) {

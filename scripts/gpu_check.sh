@@ -69,7 +69,7 @@ grep -E '^\[  (FAILED|SKIPPED) ' "$OUT/tests.log" | head -20
 
 step "benchmark"
 # shellcheck disable=SC2086
-timeout 240 "$BENCH" --out "$OUT" $BENCH_ARGS >> "$OUT/bench.log" 2>&1
+timeout 300 "$BENCH" --out "$OUT" $BENCH_ARGS >> "$OUT/bench.log" 2>&1
 BENCH_RC=$?
 
 step "the main job on the GPU: epigemm demo (bf16, fp32) and epigemm check"

@@ -17,6 +17,12 @@
 
 #ifdef EPIGEMM_TESTS_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cuda/epilogue_kernels.hpp"
+#include "core/epilogue_math.hpp"
 #endif
 
 #include "epigemm/epigemm.h"
@@ -362,12 +368,173 @@ TEST(CudaBackend, BiasOnMoreThan2To31Elements) {
   cudaFree(a_dev);
 }
 
+// Every launch configuration of the tile kernels (kTileConfigs, 1 and 8 waves, the size rules on
+// and off, the finish kernel as a dependent or a serial launch) against the host's
+// gelu_tanh / gelu_tanh_grad on the same inputs. The backend runs one configuration per op; the
+// benchmark times the others, and any of them may become the default, so each must be right.
+// fp32 acc (bf16 for the row sums of BGRADB's B), bf16 aux, bias and D, fp32 sums; shapes with
+// partial row tiles and partial column chunks.
+TEST(CudaKernels, EveryLaunchConfigurationMatchesTheHost) {
+  namespace ec = epigemm::cuda;
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    GTEST_SKIP() << "SKIP: no CUDA device";
+  }
+  ec::KernelTuning base;
+  const epigemm::Status tuned = ec::query_kernel_tuning(&base);
+  if (!tuned.ok()) GTEST_SKIP() << "SKIP: the epilogue kernels cannot run here: " << tuned.message();
+  const ec::TileOp ops[] = {ec::TileOp::bias,  ec::TileOp::gelu_aux,    ec::TileOp::gelu_aux_bias,
+                            ec::TileOp::dgelu, ec::TileOp::dgelu_bgrad, ec::TileOp::row_sums,
+                            ec::TileOp::bias_broadcast};
+  cudaStream_t stream = nullptr;
+  ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const int64_t shapes[][2] = {{1000, 1234}, {4096, 777}};
+  for (const auto& shape : shapes) {
+    const int64_t rows = shape[0], cols = shape[1], count = rows * cols;
+    const size_t elements = static_cast<size_t>(count), row_count = static_cast<size_t>(rows);
+    std::vector<float> acc(elements, 0.0f);
+    std::vector<uint16_t> acc16(elements), aux_in(elements), bias(row_count);
+    uint64_t state = 0x9e3779b97f4a7c15ull ^ uint64_t(rows);
+    auto uniform = [&state](float lo, float hi) {  // xorshift64*, fixed seed
+      state ^= state >> 12;
+      state ^= state << 25;
+      state ^= state >> 27;
+      const double u = double((state * 0x2545f4914f6cdd1dull) >> 11) / double(uint64_t(1) << 53);
+      return float(lo + (hi - lo) * u);
+    };
+    for (int64_t e = 0; e < count; ++e) {
+      acc[size_t(e)] = uniform(-5.0f, 5.0f);
+      acc16[size_t(e)] = bf16_bits_round(uniform(-5.0f, 5.0f));
+      aux_in[size_t(e)] = bf16_bits_round(uniform(-5.0f, 5.0f));
+    }
+    for (int64_t i = 0; i < rows; ++i) bias[size_t(i)] = bf16_bits_round(uniform(-1.0f, 1.0f));
+
+    void *acc_dev = nullptr, *acc16_dev = nullptr, *aux_dev = nullptr, *d_dev = nullptr,
+         *bias_dev = nullptr, *sums_dev = nullptr, *partials_dev = nullptr;
+    ASSERT_CUDA(cudaMalloc(&acc_dev, size_t(count) * 4));
+    ASSERT_CUDA(cudaMalloc(&acc16_dev, size_t(count) * 2));
+    ASSERT_CUDA(cudaMalloc(&aux_dev, size_t(count) * 2));
+    ASSERT_CUDA(cudaMalloc(&d_dev, size_t(count) * 2));
+    ASSERT_CUDA(cudaMalloc(&bias_dev, size_t(rows) * 2));
+    ASSERT_CUDA(cudaMalloc(&sums_dev, size_t(rows) * 4));
+    const int64_t partial_count = std::max(ec::row_partial_elements(base, ec::TileOp::dgelu_bgrad, rows, cols),
+                                           ec::row_partial_elements(base, ec::TileOp::row_sums, rows, cols));
+    ASSERT_CUDA(cudaMalloc(&partials_dev, size_t(partial_count) * 4));
+    ASSERT_CUDA(cudaMemcpy(acc_dev, acc.data(), size_t(count) * 4, cudaMemcpyHostToDevice));
+    ASSERT_CUDA(cudaMemcpy(acc16_dev, acc16.data(), size_t(count) * 2, cudaMemcpyHostToDevice));
+    ASSERT_CUDA(cudaMemcpy(bias_dev, bias.data(), size_t(rows) * 2, cudaMemcpyHostToDevice));
+
+    for (ec::TileOp op : ops) {
+      const bool sums_rows = op == ec::TileOp::dgelu_bgrad || op == ec::TileOp::row_sums;
+      const bool writes_aux = op == ec::TileOp::gelu_aux || op == ec::TileOp::gelu_aux_bias;
+      // Host expectation: D (and aux) as floats before rounding to bf16, row sums in double.
+      std::vector<float> want_d(elements), want_aux(elements);
+      std::vector<double> want_sums(row_count, 0.0), sum_scale(row_count, 0.0);
+      for (int64_t j = 0; j < cols; ++j) {
+        for (int64_t i = 0; i < rows; ++i) {
+          const size_t e = size_t(i + j * rows);
+          const float a = acc[e], b = bf16_value(bias[size_t(i)]);
+          float out = 0.0f;
+          switch (op) {
+            case ec::TileOp::bias: out = a + b; break;
+            case ec::TileOp::gelu_aux: want_aux[e] = a; out = epigemm::gelu_tanh(a); break;
+            case ec::TileOp::gelu_aux_bias: want_aux[e] = a + b; out = epigemm::gelu_tanh(a + b); break;
+            case ec::TileOp::dgelu:
+            case ec::TileOp::dgelu_bgrad: out = a * epigemm::gelu_tanh_grad(bf16_value(aux_in[e])); break;
+            case ec::TileOp::row_sums: out = bf16_value(acc16[e]); break;
+            case ec::TileOp::bias_broadcast: out = b; break;
+          }
+          want_d[e] = out;
+          want_sums[size_t(i)] += out;
+          sum_scale[size_t(i)] += std::fabs(out);
+        }
+      }
+      for (int config = 0; config < ec::kTileConfigCount; ++config) {
+        for (int waves : {1, 8}) {
+          for (int rules = 0; rules < 2; ++rules) {
+            ec::KernelTuning tuning = base;
+            tuning.vector_config[int(op)] = config;
+            tuning.waves[int(op)] = waves;
+            tuning.size_rules = rules == 1;
+            tuning.dependent_launch = (config + waves) % 2 == 0;
+            SCOPED_TRACE("op " + std::to_string(int(op)) + ", " + std::to_string(rows) + " x " +
+                         std::to_string(cols) + ", config " + std::to_string(config) + ", waves " +
+                         std::to_string(waves) + ", size rules " + std::to_string(rules) +
+                         ", dependent launch " + std::to_string(int(tuning.dependent_launch)));
+            ASSERT_CUDA(cudaMemcpy(aux_dev, aux_in.data(), size_t(count) * 2, cudaMemcpyHostToDevice));
+            ASSERT_CUDA(cudaMemset(d_dev, 0xff, size_t(count) * 2));  // NaN poison
+            ASSERT_CUDA(cudaMemset(sums_dev, 0xff, size_t(rows) * 4));
+            ec::TileArgs args;
+            args.rows = rows;
+            args.cols = cols;
+            args.acc = op == ec::TileOp::row_sums ? acc16_dev : acc_dev;
+            args.acc_dtype = op == ec::TileOp::row_sums ? EPIGEMM_DTYPE_BF16 : EPIGEMM_DTYPE_F32;
+            args.ld_acc = rows;
+            args.d = d_dev;
+            args.d_dtype = EPIGEMM_DTYPE_BF16;
+            args.ld_d = rows;
+            args.aux = aux_dev;
+            args.aux_dtype = EPIGEMM_DTYPE_BF16;
+            args.ld_aux = rows;
+            args.bias = bias_dev;
+            args.bias_dtype = EPIGEMM_DTYPE_BF16;
+            args.row_partials = static_cast<float*>(partials_dev);
+            ASSERT_TRUE(ec::tile_vector_path(op, args));
+            const epigemm::Status launched =
+                ec::launch_tile_kernel(tuning, op, args, sums_dev, EPIGEMM_DTYPE_F32, stream);
+            ASSERT_TRUE(launched.ok()) << launched.message();
+            ASSERT_CUDA(cudaStreamSynchronize(stream));
+            if (op != ec::TileOp::row_sums) {
+              std::vector<uint16_t> d(elements), aux(elements);
+              ASSERT_CUDA(cudaMemcpy(d.data(), d_dev, size_t(count) * 2, cudaMemcpyDeviceToHost));
+              ASSERT_CUDA(cudaMemcpy(aux.data(), aux_dev, size_t(count) * 2, cudaMemcpyDeviceToHost));
+              int64_t bad = 0;
+              for (int64_t e = 0; e < count; ++e) {
+                // The device divides with the hardware reciprocal (a few fp32 ulp): within one
+                // bf16 ulp of the host after rounding; aux is exact (no division on its way).
+                const float got = bf16_value(d[size_t(e)]), want = want_d[size_t(e)];
+                if (!(std::fabs(got - want) <= std::fabs(want) * 0x1p-7f + 1e-30f)) ++bad;
+                if (writes_aux && aux[size_t(e)] != bf16_bits_round(want_aux[size_t(e)])) ++bad;
+                if (!writes_aux && aux[size_t(e)] != aux_in[size_t(e)]) ++bad;  // untouched
+              }
+              EXPECT_EQ(bad, 0);
+            }
+            if (sums_rows) {
+              std::vector<float> sums(row_count);
+              ASSERT_CUDA(cudaMemcpy(sums.data(), sums_dev, size_t(rows) * 4, cudaMemcpyDeviceToHost));
+              int64_t bad = 0;
+              for (int64_t i = 0; i < rows; ++i) {
+                // fp32 sums in another order than the host's double sum: within 1e-5 of the
+                // sum of the terms' magnitudes.
+                const double err = std::fabs(double(sums[size_t(i)]) - want_sums[size_t(i)]);
+                if (!(err <= 1e-5 * sum_scale[size_t(i)] + 1e-30)) ++bad;
+              }
+              EXPECT_EQ(bad, 0);
+            }
+          }
+        }
+      }
+    }
+    cudaFree(partials_dev);
+    cudaFree(sums_dev);
+    cudaFree(bias_dev);
+    cudaFree(d_dev);
+    cudaFree(aux_dev);
+    cudaFree(acc16_dev);
+    cudaFree(acc_dev);
+  }
+  cudaStreamDestroy(stream);
+}
+
 #else  // !EPIGEMM_TESTS_WITH_CUDA
 
 TEST(CudaBackend, CallsCaptureIntoAGraphAndReplay) {
   GTEST_SKIP() << "SKIP: this build has no CUDA (the cuda backend is not compiled in)";
 }
 TEST(CudaBackend, BiasOnMoreThan2To31Elements) {
+  GTEST_SKIP() << "SKIP: this build has no CUDA (the cuda backend is not compiled in)";
+}
+TEST(CudaKernels, EveryLaunchConfigurationMatchesTheHost) {
   GTEST_SKIP() << "SKIP: this build has no CUDA (the cuda backend is not compiled in)";
 }
 

@@ -333,6 +333,11 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
   }
 
   if constexpr (op_sums_rows(kOp)) {
+    // The finish kernel is launched as a programmatic dependent of this one: let it start
+    // launching once every block has streamed its columns, so that its launch overlaps the last
+    // blocks' partial sums. It still waits for this grid to complete (griddepcontrol.wait)
+    // before it reads a partial, so this changes timing only.
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     // The kThreadsY threads of a row group hold sums over disjoint columns; add them in
     // threadIdx.y order, then write one partial per row for this column chunk.
     __shared__ float block_sums[kThreadsY][kRowsPerTile];
@@ -364,6 +369,9 @@ constexpr int kFinishLanes = 32;
 __global__ void __launch_bounds__(kFinishRows * kFinishLanes)
     finish_row_sums_kernel(const float* partials, int64_t chunks, int64_t rows, void* out,
                            epigemm_dtype_t out_dtype) {
+  // Launched with programmatic stream serialization (see launch_tile_kernel): wait until the
+  // tile kernel has completed and its partials are visible.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   const int64_t i = int64_t(blockIdx.x) * kFinishRows + threadIdx.x;
   float total = 0.0f;
   if (i < rows) {
@@ -463,14 +471,18 @@ const void* kernel_of(const KernelChoice& k) {
     return reinterpret_cast<const void*>(
         &tile_kernel<kOp, false, kScalarThreadsX, kScalarBatch, 1, false, false>);
   }
-  static_assert(kTileConfigCount == 6, "one case per configuration");
+  static_assert(kTileConfigCount == 10, "one case per configuration");
   switch (k.config) {
     case 0: return vector_kernel_of_width<kOp, 0>(k.wide_acc, k.wide_aux);
     case 1: return vector_kernel_of_width<kOp, 1>(k.wide_acc, k.wide_aux);
     case 2: return vector_kernel_of_width<kOp, 2>(k.wide_acc, k.wide_aux);
     case 3: return vector_kernel_of_width<kOp, 3>(k.wide_acc, k.wide_aux);
     case 4: return vector_kernel_of_width<kOp, 4>(k.wide_acc, k.wide_aux);
-    default: return vector_kernel_of_width<kOp, 5>(k.wide_acc, k.wide_aux);
+    case 5: return vector_kernel_of_width<kOp, 5>(k.wide_acc, k.wide_aux);
+    case 6: return vector_kernel_of_width<kOp, 6>(k.wide_acc, k.wide_aux);
+    case 7: return vector_kernel_of_width<kOp, 7>(k.wide_acc, k.wide_aux);
+    case 8: return vector_kernel_of_width<kOp, 8>(k.wide_acc, k.wide_aux);
+    default: return vector_kernel_of_width<kOp, 9>(k.wide_acc, k.wide_aux);
   }
 }
 
@@ -631,9 +643,26 @@ Status launch_tile_kernel(const KernelTuning& tuning, TileOp op, const TileArgs&
   }
   EPIGEMM_RETURN_IF_ERROR(check_launch("tile epilogue kernel"));
   if (op_sums_rows(op)) {
-    finish_row_sums_kernel<<<unsigned(ceil_div(args.rows, kFinishRows)), dim3(kFinishRows, kFinishLanes), 0,
-                             stream>>>(args.row_partials, plan.column_chunks, args.rows, row_sums_out,
-                                       row_sums_dtype);
+    // Programmatic dependent launch: the finish kernel's launch overlaps the tail of the tile
+    // kernel (which signals griddepcontrol.launch_dependents after its main loop) instead of
+    // starting after it; stream order and CUDA graph capture are kept.
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(unsigned(ceil_div(args.rows, kFinishRows)));
+    config.blockDim = dim3(kFinishRows, kFinishLanes);
+    config.stream = stream;
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[0].val.programmaticStreamSerializationAllowed = tuning.dependent_launch ? 1 : 0;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+    const float* partials = args.row_partials;
+    const cudaError_t finish_err = cudaLaunchKernelEx(&config, finish_row_sums_kernel, partials,
+                                                      plan.column_chunks, args.rows, row_sums_out,
+                                                      row_sums_dtype);
+    if (finish_err != cudaSuccess) {
+      return EPIGEMM_BACKEND_ERROR("finish_row_sums_kernel failed to launch: ",
+                                   cudaGetErrorString(finish_err));
+    }
     EPIGEMM_RETURN_IF_ERROR(check_launch("finish_row_sums_kernel"));
   }
   return Status();

@@ -65,9 +65,13 @@ struct TileConfig {
   int batch;
   int min_blocks;
 };
-constexpr int kTileConfigCount = 6;
+constexpr int kTileConfigCount = 10;
 constexpr TileConfig kTileConfigs[kTileConfigCount] = {
-    {128, 2, 4}, {256, 2, 4}, {128, 4, 3}, {128, 4, 4}, {256, 4, 4}, {128, 8, 4}};
+    {128, 2, 4}, {256, 2, 4}, {128, 4, 3}, {128, 4, 4}, {256, 4, 4}, {128, 8, 4},
+    // 2026-11-30 candidates for the 32M-element tensors: more registers per thread (no cap at 64),
+    // and 64-thread rows (512-row tiles: a row-sum kernel writes a quarter of the partials of a
+    // 2048-row tile for the same number of blocks).
+    {256, 2, 3}, {256, 4, 3}, {64, 2, 4}, {64, 4, 4}};
 // The configuration each op uses, indexed by TileOp: the best mean over the three largest public
 // shapes on the H200 (bench/results/h200-*.csv, kernel_config rows; 2026-11-29 23:20 UTC).
 constexpr int kDefaultVectorConfig[kTileOpCount] = {4, 4, 1, 1, 1, 5, 5};
@@ -98,6 +102,9 @@ struct KernelTuning {
   int waves[kTileOpCount] = {};
   // Apply the size rules above (the benchmark turns them off to time a configuration as named).
   bool size_rules = true;
+  // Launch the row sums' finish kernel as a programmatic dependent of the tile kernel (its launch
+  // overlaps the tile kernel's tail); the benchmark turns it off to measure what it saves.
+  bool dependent_launch = true;
 };
 
 // Reads the device's multiprocessor count and each tile kernel's occupancy. Fails (with CUDA's
