@@ -464,7 +464,7 @@ int main(int argc, char** argv) {
   matmul_options.onednn_overwrite = epigemm::OnednnOverwrite::matmul_primitive;
   variants.push_back({"cpu[matmul]", epigemm::create_cpu_backend(matmul_options)});
   epigemm::CpuBackendOptions sgemm_options;
-  sgemm_options.onednn_overwrite = epigemm::OnednnOverwrite::sgemm_on_zeros;
+  sgemm_options.onednn_overwrite = epigemm::OnednnOverwrite::sgemm;
   variants.push_back({"cpu[sgemm]", epigemm::create_cpu_backend(sgemm_options)});
   epigemm::CpuBackendOptions avx2_options;
   avx2_options.kernels = epigemm::CpuKernelBuild::avx2;

@@ -875,7 +875,8 @@ int main(int argc, char** argv) {
               KernelVariant v{config == used ? "" : "_config" + std::to_string(config),
                               vector ? "vector path, threads_x " + std::to_string(epigemm::cuda::kTileConfigs[config].threads_x) +
                                            ", batch " + std::to_string(epigemm::cuda::kTileConfigs[config].batch) +
-                                           ", min blocks " + std::to_string(epigemm::cuda::kTileConfigs[config].min_blocks)
+                                           ", min blocks " + std::to_string(epigemm::cuda::kTileConfigs[config].min_blocks) +
+                                           (epigemm::cuda::kTileConfigs[config].prefetch ? ", prefetch" : "")
                                      : std::string("scalar path"),
                               tuning};
               v.tuning.vector_config[int(op)] = config;

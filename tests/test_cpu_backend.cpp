@@ -416,7 +416,7 @@ TEST(CpuBackend, SmallPanelsAndBlocksMatchTheReference) {
 TEST(CpuBackend, OnednnOverwriteRuleAgreesWithTheMeasurements) {
   using epigemm::OnednnOverwrite;
   constexpr OnednnOverwrite kMatmul = OnednnOverwrite::matmul_primitive;
-  constexpr OnednnOverwrite kSgemm = OnednnOverwrite::sgemm_on_zeros;
+  constexpr OnednnOverwrite kSgemm = OnednnOverwrite::sgemm;
   constexpr epigemm_op_t N = EPIGEMM_OP_N, T = EPIGEMM_OP_T;
   struct Measured {
     epigemm_op_t transa, transb;
@@ -502,10 +502,10 @@ TEST(CpuBackend, OnednnOverwriteRuleSendsTheMatrixShapeToTheMatmulPrimitive) {
   for (const auto& [ta, tb] : {std::pair{EPIGEMM_OP_N, EPIGEMM_OP_N}, std::pair{EPIGEMM_OP_N, EPIGEMM_OP_T},
                                std::pair{EPIGEMM_OP_T, EPIGEMM_OP_T}}) {
     EXPECT_EQ(epigemm::onednn_overwrite_for_shape(ta, tb, 1024, 24, 1040),
-              OnednnOverwrite::sgemm_on_zeros);
+              OnednnOverwrite::sgemm);
   }
   EXPECT_EQ(epigemm::onednn_overwrite_for_shape(EPIGEMM_OP_T, EPIGEMM_OP_N, 1024, 24, 256),
-            OnednnOverwrite::sgemm_on_zeros);
+            OnednnOverwrite::sgemm);
 }
 
 // The other GEMM path for alpha = 1, beta = 0: oneDNN's matmul primitive, which adds the bias
@@ -536,7 +536,7 @@ TEST(CpuBackend, MatmulPrimitivePathMatchesTheReference) {
 // a 16-bit D and padded leading dimensions, against the reference.
 TEST(CpuBackend, AccInAuxOnAndOffMatchTheReference) {
   for (bool acc_in_aux : {true, false}) {
-    for (auto overwrite : {epigemm::OnednnOverwrite::sgemm_on_zeros, epigemm::OnednnOverwrite::matmul_primitive}) {
+    for (auto overwrite : {epigemm::OnednnOverwrite::sgemm, epigemm::OnednnOverwrite::matmul_primitive}) {
       CpuBackendOptions options;
       options.acc_in_aux = acc_in_aux;
       options.onednn_overwrite = overwrite;

@@ -368,6 +368,59 @@ TEST(CudaBackend, BiasOnMoreThan2To31Elements) {
   cudaFree(a_dev);
 }
 
+// epigemm_linear_workspace_size promises enough for any one linear-layer call of those sizes,
+// whatever dtype the caller declares for the bias and bias gradient (a bf16 layer usually keeps
+// fp32 ones). Under auto the backend, and so the workspace, can depend on that dtype: the GPU demo
+// once failed with INSUFFICIENT_WORKSPACE on a bf16 layer with fp32 bias gradients. Every layer
+// call with every vector dtype must run with exactly the queried bytes.
+TEST(CudaBackend, LinearWorkspaceQueryCoversEveryVectorDtype) {
+  Context ctx;
+  EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCuda);
+  epigemm_context_t handle = nullptr;
+  ASSERT_EQ(epigemm_context_create(&handle), EPIGEMM_STATUS_SUCCESS);
+  const int64_t tokens = 4096, in = 1024, out = 64;  // the GPU demo's second layer, transposed too
+  for (const auto& dims : {std::pair<int64_t, int64_t>{in, out}, std::pair<int64_t, int64_t>{out, in}}) {
+    const int64_t fan_in = dims.first, fan_out = dims.second;
+    const epigemm_dtype_t bf16 = EPIGEMM_DTYPE_BF16;
+    size_t bytes = 0;
+    ASSERT_EQ(epigemm_linear_workspace_size(handle, tokens, fan_in, fan_out, bf16, EPIGEMM_MEMORY_DEVICE, &bytes),
+              EPIGEMM_STATUS_SUCCESS);
+    std::vector<void*> buffers;
+    auto alloc = [&](size_t n) {
+      void* p = nullptr;
+      EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(n, 1)), cudaSuccess);
+      EXPECT_EQ(cudaMemset(p, 0, std::max<size_t>(n, 1)), cudaSuccess);
+      buffers.push_back(p);
+      return p;
+    };
+    auto tensor = [&](int64_t rows, int64_t cols) {
+      return epigemm_tensor_t{alloc(size_t(rows * cols) * 2), bf16, rows, cols, cols, EPIGEMM_MEMORY_DEVICE};
+    };
+    const epigemm_tensor_t x = tensor(tokens, fan_in), w = tensor(fan_out, fan_in), y = tensor(tokens, fan_out);
+    const epigemm_tensor_t pre_out = tensor(tokens, fan_out), dy = tensor(tokens, fan_out);
+    const epigemm_tensor_t dx = tensor(tokens, fan_in), pre_in = tensor(tokens, fan_in), dw = tensor(fan_out, fan_in);
+    void* workspace = alloc(bytes);
+    for (const epigemm_dtype_t v : {EPIGEMM_DTYPE_F32, EPIGEMM_DTYPE_F16, EPIGEMM_DTYPE_BF16}) {
+      SCOPED_TRACE("in " + std::to_string(fan_in) + ", out " + std::to_string(fan_out) + ", vector dtype " +
+                   std::to_string(int(v)) + ", queried " + std::to_string(bytes) + " bytes");
+      const epigemm_vector_t bias{alloc(size_t(fan_out) * 4), v, fan_out, EPIGEMM_MEMORY_DEVICE};
+      const epigemm_vector_t bias_grad_in{alloc(size_t(fan_in) * 4), v, fan_in, EPIGEMM_MEMORY_DEVICE};
+      const epigemm_vector_t bias_grad_out{alloc(size_t(fan_out) * 4), v, fan_out, EPIGEMM_MEMORY_DEVICE};
+      EXPECT_EQ(epigemm_linear_fprop(handle, &x, &w, &bias, &pre_out, &y, workspace, bytes, nullptr),
+                EPIGEMM_STATUS_SUCCESS) << epigemm_context_last_error(handle);
+      EXPECT_EQ(epigemm_linear_fprop(handle, &x, &w, &bias, nullptr, &y, workspace, bytes, nullptr),
+                EPIGEMM_STATUS_SUCCESS) << epigemm_context_last_error(handle);
+      EXPECT_EQ(epigemm_linear_dgrad(handle, &dy, &w, &pre_in, &bias_grad_in, &dx, workspace, bytes, nullptr),
+                EPIGEMM_STATUS_SUCCESS) << epigemm_context_last_error(handle);
+      EXPECT_EQ(epigemm_linear_wgrad(handle, &x, &dy, &dw, 0, &bias_grad_out, workspace, bytes, nullptr),
+                EPIGEMM_STATUS_SUCCESS) << epigemm_context_last_error(handle);
+    }
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    for (void* p : buffers) cudaFree(p);
+  }
+  epigemm_context_destroy(handle);
+}
+
 // Every launch configuration of the tile kernels (kTileConfigs, 1 and 8 waves, the size rules on
 // and off, the finish kernel as a dependent or a serial launch) against the host's
 // gelu_tanh / gelu_tanh_grad on the same inputs. The backend runs one configuration per op; the
@@ -386,8 +439,10 @@ TEST(CudaKernels, EveryLaunchConfigurationMatchesTheHost) {
   const ec::TileOp ops[] = {ec::TileOp::bias,  ec::TileOp::gelu_aux,    ec::TileOp::gelu_aux_bias,
                             ec::TileOp::dgelu, ec::TileOp::dgelu_bgrad, ec::TileOp::row_sums,
                             ec::TileOp::bias_broadcast};
+  // A blocking stream: the cudaMemset / cudaMemcpy poisoning below run on the legacy default
+  // stream and must be ordered before each launch (on a non-blocking stream they raced with it).
   cudaStream_t stream = nullptr;
-  ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  ASSERT_CUDA(cudaStreamCreate(&stream));
   const int64_t shapes[][2] = {{1000, 1234}, {4096, 777}};
   for (const auto& shape : shapes) {
     const int64_t rows = shape[0], cols = shape[1], count = rows * cols;
@@ -535,6 +590,9 @@ TEST(CudaBackend, BiasOnMoreThan2To31Elements) {
   GTEST_SKIP() << "SKIP: this build has no CUDA (the cuda backend is not compiled in)";
 }
 TEST(CudaKernels, EveryLaunchConfigurationMatchesTheHost) {
+  GTEST_SKIP() << "SKIP: this build has no CUDA (the cuda backend is not compiled in)";
+}
+TEST(CudaBackend, LinearWorkspaceQueryCoversEveryVectorDtype) {
   GTEST_SKIP() << "SKIP: this build has no CUDA (the cuda backend is not compiled in)";
 }
 

@@ -124,7 +124,7 @@ bool ResultTable::write_csv(const std::string& path) const {
   std::ofstream out(path);
   if (!out) return false;
   out << "shape,pass,epilogue,dtype,path,floor_candidate,median_ms,ratio_to_floor,floor_path,"
-         "min_ms,max_ms,repetitions,note\n";
+         "min_ms,max_ms,repetitions,note,times_ms\n";
   for (const ResultRow& r : rows_) {
     std::string floor_path;
     const double floor = floor_of(r, &floor_path);
@@ -134,7 +134,11 @@ bool ResultTable::write_csv(const std::string& path) const {
         << format("%.4f", r.median_seconds * 1e3) << ','
         << (floor > 0 ? format("%.4f", r.median_seconds / floor) : "") << ',' << floor_path << ','
         << format("%.4f", lo * 1e3) << ',' << format("%.4f", hi * 1e3) << ',' << r.seconds.size()
-        << ",\"" << r.note << "\"\n";
+        << ",\"" << r.note << "\",";
+    // Every timed call in call order: the paths of a pass are interleaved, so call t of two rows
+    // ran in the same round and their ratio is a paired comparison (scripts/cpu_verdict.py).
+    for (size_t t = 0; t < r.seconds.size(); ++t) out << (t ? ";" : "") << format("%.4f", r.seconds[t] * 1e3);
+    out << "\n";
   }
   return bool(out);
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <new>
+#include <vector>
 #include <string>
 
 #include "core/context.hpp"
@@ -391,34 +392,43 @@ epigemm_status_t epigemm_linear_workspace_size(epigemm_context_t ctx, int64_t to
     const epigemm_tensor_t y = tensor(2, tokens, out_features), dy = tensor(3, tokens, out_features);
     const epigemm_tensor_t dx = tensor(4, tokens, in_features), dw = tensor(5, out_features, in_features);
     const epigemm_tensor_t pre_out = tensor(6, tokens, out_features), pre_in = tensor(7, tokens, in_features);
-    struct Case { epigemm::LayerPass pass; epigemm::LayerTensors tensors; epigemm_epilogue_t epilogue; };
+    // Every epilogue each pass can carry, with the bias / bias gradient in each dtype a caller
+    // may declare for it (independent of the tensors' dtype, e.g. fp32 bias gradients of a bf16
+    // layer): which backend auto picks, and what it needs, can depend on both.
+    struct Case {
+      epigemm::LayerPass pass;
+      epigemm::LayerTensors tensors;
+      std::vector<epigemm_epilogue_t> epilogues;
+    };
     const Case cases[] = {
-        {epigemm::LayerPass::fprop, {&x, &w, nullptr, &y, nullptr, nullptr, &pre_out}, EPIGEMM_EPILOGUE_GELU_AUX_BIAS},
-        {epigemm::LayerPass::dgrad, {nullptr, &w, &dy, nullptr, &dx, nullptr, &pre_in}, EPIGEMM_EPILOGUE_DGELU_BGRAD},
-        {epigemm::LayerPass::wgrad, {&x, nullptr, &dy, nullptr, nullptr, &dw, nullptr}, EPIGEMM_EPILOGUE_BGRADB},
+        {epigemm::LayerPass::fprop, {&x, &w, nullptr, &y, nullptr, nullptr, &pre_out},
+         {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_BIAS, EPIGEMM_EPILOGUE_GELU_AUX, EPIGEMM_EPILOGUE_GELU_AUX_BIAS}},
+        {epigemm::LayerPass::dgrad, {nullptr, &w, &dy, nullptr, &dx, nullptr, &pre_in},
+         {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_DGELU, EPIGEMM_EPILOGUE_DGELU_BGRAD}},
+        {epigemm::LayerPass::wgrad, {&x, nullptr, &dy, nullptr, nullptr, &dw, nullptr},
+         {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_BGRADB}},
     };
     size_t most = 0;
     for (const Case& c : cases) {
-      for (const bool with_epilogue : {false, true}) {
-        GemmCall call;
-        EPIGEMM_RETURN_IF_ERROR(epigemm::map_layer_to_gemm(c.pass, c.tensors, &call));
-        epigemm::apply_context_defaults(context, &call);
-        if (with_epilogue) {
-          call.epilogue = c.epilogue;
-          const epigemm_vector_t vec{fake(8), dtype, epigemm::bias_grad_length(call), memory};
-          call.has_bias = epigemm::epilogue_reads_bias(c.epilogue);
-          call.has_bias_grad = epigemm::epilogue_writes_bias_grad(c.epilogue);
+      for (const epigemm_epilogue_t epilogue : c.epilogues) {
+        for (const epigemm_dtype_t vector_dtype : {EPIGEMM_DTYPE_F32, EPIGEMM_DTYPE_F16, EPIGEMM_DTYPE_BF16}) {
+          GemmCall call;
+          EPIGEMM_RETURN_IF_ERROR(epigemm::map_layer_to_gemm(c.pass, c.tensors, &call));
+          epigemm::apply_context_defaults(context, &call);
+          call.epilogue = epilogue;
+          call.has_aux = epigemm::epilogue_writes_aux(epilogue) || epigemm::epilogue_reads_aux(epilogue);
+          call.has_bias = epigemm::epilogue_reads_bias(epilogue);
+          call.has_bias_grad = epigemm::epilogue_writes_bias_grad(epilogue);
+          const epigemm_vector_t vec{fake(8), vector_dtype, epigemm::bias_grad_length(call), memory};
           call.bias = call.bias_grad = epigemm::to_vector(vec);
-        } else {
-          call.has_aux = false;
+          // A requested backend that declines one of these calls needs no workspace for it: that
+          // call will itself answer NOT_SUPPORTED.
+          size_t needed = 0;
+          const Status sized = context.workspace_bytes(call, &needed);
+          if (sized.code() == EPIGEMM_STATUS_NOT_SUPPORTED && call.backend != EPIGEMM_BACKEND_AUTO) continue;
+          EPIGEMM_RETURN_IF_ERROR(sized);
+          most = std::max(most, needed);
         }
-        // A requested backend that declines one of the passes needs no workspace for it: that
-        // call will itself answer NOT_SUPPORTED.
-        size_t needed = 0;
-        const Status sized = context.workspace_bytes(call, &needed);
-        if (sized.code() == EPIGEMM_STATUS_NOT_SUPPORTED && call.backend != EPIGEMM_BACKEND_AUTO) continue;
-        EPIGEMM_RETURN_IF_ERROR(sized);
-        most = std::max(most, needed);
       }
     }
     *bytes = most;

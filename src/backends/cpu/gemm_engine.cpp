@@ -55,7 +55,7 @@ OnednnOverwrite onednn_overwrite_for_shape(epigemm_op_t transa, epigemm_op_t tra
                                            int64_t n, int64_t k) {
   const bool fprop_layout = transa == EPIGEMM_OP_T && transb == EPIGEMM_OP_N;
   if (fprop_layout && n <= 512 && m >= 768 && k >= 768) return OnednnOverwrite::matmul_primitive;
-  return OnednnOverwrite::sgemm_on_zeros;
+  return OnednnOverwrite::sgemm;
 }
 
 Status cpu_sgemm(CpuGemmEngine engine, epigemm_op_t transa, epigemm_op_t transb, int64_t m,

@@ -15,10 +15,10 @@ namespace epigemm {
 enum class CpuGemmEngine { onednn, openblas };
 
 // How the oneDNN engine runs a GEMM with alpha = 1 and beta = 0 (every layer call but an
-// accumulating wgrad): dnnl_sgemm on a zero-filled C, or oneDNN's matmul primitive (which also
-// adds a bias and never reads C). Neither is faster on every shape (docs/cpu_backend.md has the
+// accumulating wgrad): dnnl_sgemm with beta = 0, or oneDNN's matmul primitive (which also adds a
+// bias; neither reads C). Neither is faster on every shape (docs/cpu_backend.md has the
 // measurements); by_shape picks per call with onednn_overwrite_for_shape.
-enum class OnednnOverwrite { by_shape, sgemm_on_zeros, matmul_primitive };
+enum class OnednnOverwrite { by_shape, sgemm, matmul_primitive };
 
 // The per-shape choice for one engine call (m x n = op(A) op(B), op(A) m x k), a pure function
 // measured on the benchmark machine (gemm_engine.cpp, docs/cpu_backend.md); never by_shape.
@@ -42,9 +42,8 @@ Status cpu_sgemm(CpuGemmEngine engine, epigemm_op_t transa, epigemm_op_t transb,
 
 // C (m x n, column-major, ldc) = op(A) op(B) + bias[i] (bias: m floats, or nullptr for none):
 // alpha = 1, beta = 0, and C is never read (it may hold NaN). Needs m, n, k >= 1. oneDNN runs
-// its matmul primitive here, which adds the bias inside the GEMM and, unlike dnnl_sgemm with
-// beta = 0 (which computes 0 * C), does not read C; OpenBLAS runs cblas_sgemm with beta = 0
-// (which does not read C) and returns with *bias_added = false, leaving the bias to the caller.
+// its matmul primitive here, which adds the bias inside the GEMM; OpenBLAS runs cblas_sgemm with
+// beta = 0 and returns with *bias_added = false, leaving the bias to the caller.
 Status cpu_sgemm_overwrite(CpuGemmEngine engine, epigemm_op_t transa, epigemm_op_t transb,
                            int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                            const float* b, int64_t ldb, const float* bias, float* c, int64_t ldc,

@@ -257,9 +257,10 @@ __device__ __forceinline__ void store_rows(void* base, epigemm_dtype_t dtype, in
 // columns are loaded before any is computed (loads in flight per thread); kMinBlocks caps the
 // registers so that that many blocks fit on a multiprocessor (warps in flight per SM).
 //
+// kPrefetch: the next batch is loaded while this one is computed (see the loop).
 // kWideAcc / kWideAux (vector path only): acc / aux are fp32 (else fp16 or bf16).
-template <TileOp kOp, bool kVector, int kThreadsX, int kBatch, int kMinBlocks, bool kWideAcc,
-          bool kWideAux>
+template <TileOp kOp, bool kVector, int kThreadsX, int kBatch, int kMinBlocks, bool kPrefetch,
+          bool kWideAcc, bool kWideAux>
 __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
     tile_kernel(TileArgs args, int64_t columns_per_chunk) {
   constexpr int kThreadsY = kBlockThreads / kThreadsX;
@@ -275,11 +276,12 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
 
   const int64_t column_begin = int64_t(blockIdx.y) * columns_per_chunk;
   const int64_t column_end = min(args.cols, column_begin + columns_per_chunk);
-  for (int64_t j0 = column_begin + threadIdx.y; j0 < column_end;
-       j0 += int64_t(kThreadsY) * kBatch) {
-    // All loads of the batch first, so that they are in flight together.
-    Loaded<kVector, kWideAcc> acc_loaded[kBatch];
-    Loaded<kVector, kWideAux> aux_loaded[kBatch];
+  constexpr int64_t kStep = int64_t(kThreadsY) * kBatch;  // columns a thread row advances per batch
+
+  // The batch of columns j0, j0 + kThreadsY, ...: every load issued before any is used, so that
+  // they are in flight together.
+  auto load_batch = [&](int64_t j0, Loaded<kVector, kWideAcc> (&acc_loaded)[kBatch],
+                        Loaded<kVector, kWideAux> (&aux_loaded)[kBatch]) {
 #pragma unroll
     for (int c = 0; c < kBatch; ++c) {
       const int64_t j = j0 + int64_t(kThreadsY) * c;
@@ -292,6 +294,9 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
         }
       }
     }
+  };
+  auto compute_batch = [&](int64_t j0, const Loaded<kVector, kWideAcc> (&acc_loaded)[kBatch],
+                           const Loaded<kVector, kWideAux> (&aux_loaded)[kBatch]) {
 #pragma unroll
     for (int c = 0; c < kBatch; ++c) {
       const int64_t j = j0 + int64_t(kThreadsY) * c;
@@ -329,6 +334,34 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
       if constexpr (op_writes_aux(kOp)) {
         store_rows<kVector, kThreadsX>(args.aux, args.aux_dtype, args.ld_aux, tile_row0, rows, j, aux);
       }
+    }
+  };
+
+  if constexpr (kPrefetch) {
+    // Software-pipelined: the next batch's loads are issued before this batch is computed, so
+    // a thread always has loads in flight. For short blocks (a few batches per thread, as on a
+    // 32M-element tensor in 8 waves) the plain loop waits a full memory latency per batch.
+    Loaded<kVector, kWideAcc> acc_loaded[kBatch];
+    Loaded<kVector, kWideAux> aux_loaded[kBatch];
+    int64_t j0 = column_begin + threadIdx.y;
+    if (j0 < column_end) load_batch(j0, acc_loaded, aux_loaded);
+    for (; j0 < column_end; j0 += kStep) {
+      Loaded<kVector, kWideAcc> acc_next[kBatch];
+      Loaded<kVector, kWideAux> aux_next[kBatch];
+      if (j0 + kStep < column_end) load_batch(j0 + kStep, acc_next, aux_next);
+      compute_batch(j0, acc_loaded, aux_loaded);
+#pragma unroll
+      for (int c = 0; c < kBatch; ++c) {
+        acc_loaded[c] = acc_next[c];
+        aux_loaded[c] = aux_next[c];
+      }
+    }
+  } else {
+    for (int64_t j0 = column_begin + threadIdx.y; j0 < column_end; j0 += kStep) {
+      Loaded<kVector, kWideAcc> acc_loaded[kBatch];
+      Loaded<kVector, kWideAux> aux_loaded[kBatch];
+      load_batch(j0, acc_loaded, aux_loaded);
+      compute_batch(j0, acc_loaded, aux_loaded);
     }
   }
 
@@ -446,7 +479,7 @@ template <TileOp kOp, int kConfig, bool kWideAcc, bool kWideAux>
 const void* vector_kernel() {
   constexpr TileConfig c = kTileConfigs[kConfig];
   return reinterpret_cast<const void*>(
-      &tile_kernel<kOp, true, c.threads_x, c.batch, c.min_blocks, kWideAcc, kWideAux>);
+      &tile_kernel<kOp, true, c.threads_x, c.batch, c.min_blocks, c.prefetch, kWideAcc, kWideAux>);
 }
 
 // Only the widths an op loads are instantiated: aux width matters where aux is read (dgelu*),
@@ -469,9 +502,9 @@ template <TileOp kOp>
 const void* kernel_of(const KernelChoice& k) {
   if (!k.vector) {
     return reinterpret_cast<const void*>(
-        &tile_kernel<kOp, false, kScalarThreadsX, kScalarBatch, 1, false, false>);
+        &tile_kernel<kOp, false, kScalarThreadsX, kScalarBatch, 1, false, false, false>);
   }
-  static_assert(kTileConfigCount == 10, "one case per configuration");
+  static_assert(kTileConfigCount == 13, "one case per configuration");
   switch (k.config) {
     case 0: return vector_kernel_of_width<kOp, 0>(k.wide_acc, k.wide_aux);
     case 1: return vector_kernel_of_width<kOp, 1>(k.wide_acc, k.wide_aux);
@@ -482,7 +515,10 @@ const void* kernel_of(const KernelChoice& k) {
     case 6: return vector_kernel_of_width<kOp, 6>(k.wide_acc, k.wide_aux);
     case 7: return vector_kernel_of_width<kOp, 7>(k.wide_acc, k.wide_aux);
     case 8: return vector_kernel_of_width<kOp, 8>(k.wide_acc, k.wide_aux);
-    default: return vector_kernel_of_width<kOp, 9>(k.wide_acc, k.wide_aux);
+    case 9: return vector_kernel_of_width<kOp, 9>(k.wide_acc, k.wide_aux);
+    case 10: return vector_kernel_of_width<kOp, 10>(k.wide_acc, k.wide_aux);
+    case 11: return vector_kernel_of_width<kOp, 11>(k.wide_acc, k.wide_aux);
+    default: return vector_kernel_of_width<kOp, 12>(k.wide_acc, k.wide_aux);
   }
 }
 
@@ -544,7 +580,8 @@ TilePlan plan_for(const KernelTuning& tuning, TileOp op, const KernelChoice& k, 
 int narrower_config(int config) {
   for (int c = 0; c < kTileConfigCount; ++c) {
     if (kTileConfigs[c].threads_x == 128 && kTileConfigs[c].batch == kTileConfigs[config].batch &&
-        kTileConfigs[c].min_blocks == kTileConfigs[config].min_blocks) {
+        kTileConfigs[c].min_blocks == kTileConfigs[config].min_blocks &&
+        kTileConfigs[c].prefetch == kTileConfigs[config].prefetch) {
       return c;
     }
   }

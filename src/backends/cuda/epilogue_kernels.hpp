@@ -64,17 +64,20 @@ struct TileConfig {
   int threads_x;
   int batch;
   int min_blocks;
+  bool prefetch;  // the next batch's loads issued before this batch is computed
 };
-constexpr int kTileConfigCount = 10;
+constexpr int kTileConfigCount = 13;
 constexpr TileConfig kTileConfigs[kTileConfigCount] = {
-    {128, 2, 4}, {256, 2, 4}, {128, 4, 3}, {128, 4, 4}, {256, 4, 4}, {128, 8, 4},
-    // 2026-11-30 candidates for the 32M-element tensors: more registers per thread (no cap at 64),
-    // and 64-thread rows (512-row tiles: a row-sum kernel writes a quarter of the partials of a
-    // 2048-row tile for the same number of blocks).
-    {256, 2, 3}, {256, 4, 3}, {64, 2, 4}, {64, 4, 4}};
+    {128, 2, 4, false}, {256, 2, 4, false}, {128, 4, 3, false}, {128, 4, 4, false},
+    {256, 4, 4, false}, {128, 8, 4, false},
+    // 2026-11-30 candidates for the 32M-element tensors: more registers per thread (no cap at 64);
+    // 64-thread rows (512-row tiles: a row-sum kernel writes a quarter of the partials of a
+    // 2048-row tile for the same number of blocks); the software-pipelined loop.
+    {256, 2, 3, false}, {256, 4, 3, false}, {64, 2, 4, false}, {64, 4, 4, false},
+    {256, 2, 3, true}, {64, 2, 3, true}, {128, 2, 4, true}};
 // The configuration each op uses, indexed by TileOp: the best mean over the three largest public
 // shapes on the H200 (bench/results/h200-*.csv, kernel_config rows; 2026-11-29 23:20 UTC).
-constexpr int kDefaultVectorConfig[kTileOpCount] = {4, 4, 1, 1, 1, 5, 5};
+constexpr int kDefaultVectorConfig[kTileOpCount] = {4, 9, 1, 1, 8, 5, 5};
 
 // Grid size in waves: the column chunks are sized so that the grid holds about `waves` times the
 // blocks that are resident at once. One wave: every block streams one long run of columns and
