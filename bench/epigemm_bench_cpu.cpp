@@ -14,7 +14,7 @@
 //   cpu[openblas]       the backend on OpenBLAS instead of oneDNN, full epilogue
 //   cpu[matmul]         the backend forced to run oneDNN's matmul primitive (bias added inside,
 //                       D not read) for alpha = 1, beta = 0 GEMMs, on every shape
-//   cpu[sgemm]          the backend forced to run dnnl_sgemm on a zero-filled D for them (the
+//   cpu[sgemm]          the backend forced to run dnnl_sgemm (beta = 0) for them (the
 //                       default `cpu` picks one of the two per shape: onednn_overwrite_for_shape)
 //   cpu[avx2]           the backend with its AVX2 kernels instead of the AVX-512 ones (the
 //                       widest build is the default where the CPU has AVX-512)
@@ -76,7 +76,7 @@ struct Options {
                                {1024, 1024, 4096}};
   epigemm_bench::TimingOptions timing;
   std::string out = "bench/results";
-  double rotation_mb = 512;
+  double rotation_mb = 1024;
   bool variants = true;
   std::vector<int64_t> panel_widths;  // extra cpu[panel=W] variants
   std::string passes = "fprop,dgrad,wgrad";
@@ -498,7 +498,7 @@ int main(int argc, char** argv) {
       if (opt.passes.find(pass) == std::string::npos) continue;
       std::vector<PassSet> sets;
       sets.push_back(make_set(layer, pass, 1000));
-      const int n_sets = epigemm_bench::rotation_sets(set_bytes(sets[0]), opt.rotation_mb * 1e6, 8);
+      const int n_sets = epigemm_bench::rotation_sets(set_bytes(sets[0]), opt.rotation_mb * 1e6, 16);
       sets_used = std::max(sets_used, n_sets);
       for (int s = 1; s < n_sets; ++s) sets.push_back(make_set(layer, pass, 1000 + 100 * uint64_t(s)));
       const double load = std::atof(read_first_line("/proc/loadavg").c_str());
@@ -677,7 +677,7 @@ int main(int argc, char** argv) {
          << " (this benchmark's own " << omp_get_max_threads() << " threads add about as much)\n"
          << "- fp32; median of " << opt.timing.repetitions << " timed calls after "
          << opt.timing.warmup << " warm-up calls, the paths of a pass timed interleaved (one call "
-            "of each in turn; OpenBLAS paths on their own after them, see the source); inputs rotated over up to " << sets_used
+            "of each in turn; OpenBLAS paths on their own after them, see the source); inputs rotated call by call (every path too) over up to " << sets_used
          << " sets (>= " << opt.rotation_mb << " MB together)\n"
          << "- x floor: the median over the math floor of the same (shape, pass) in this run, the "
             "fastest of " << (opt.engines ? "onednn-sgemm and onednn-matmul (--engines: OpenBLAS not run)"

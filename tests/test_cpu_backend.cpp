@@ -509,8 +509,8 @@ TEST(CpuBackend, OnednnOverwriteRuleSendsTheMatrixShapeToTheMatmulPrimitive) {
 }
 
 // The other GEMM path for alpha = 1, beta = 0: oneDNN's matmul primitive, which adds the bias
-// itself (the default, dnnl_sgemm on a zero-filled D, is what the other tests run); D starts as
-// NaN here (make_operands poisons it when beta = 0), which neither path may read.
+// itself (the default, dnnl_sgemm with beta = 0, is what the other tests run); D starts as NaN
+// here (make_operands poisons it when beta = 0), which neither path may read.
 TEST(CpuBackend, MatmulPrimitivePathMatchesTheReference) {
   CpuBackendOptions options;
   options.onednn_overwrite = epigemm::OnednnOverwrite::matmul_primitive;
@@ -566,7 +566,7 @@ TEST(CpuBackend, AccInAuxOnAndOffMatchTheReference) {
 }
 
 // The OpenBLAS engine (the one a build without oneDNN runs): cblas_sgemm with beta = 0 does not
-// read D, so it gets no zero fill; everything around the GEMM is the same code.
+// read D; everything around the GEMM is the same code.
 TEST(CpuBackend, OpenblasEngineMatchesTheReference) {
   if (!epigemm::cpu_gemm_engine_available(epigemm::CpuGemmEngine::openblas)) {
     GTEST_SKIP() << "SKIP: OpenBLAS is not in this build";

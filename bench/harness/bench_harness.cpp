@@ -38,14 +38,20 @@ std::vector<std::vector<double>> time_interleaved(
     Timer& timer, const TimingOptions& opts, int sets,
     const std::vector<std::function<void(int)>>& calls) {
   sets = std::max(1, sets);
+  // Consecutive calls take consecutive sets, across paths too: call c reads set c % sets. (When
+  // every path of round r read set r % sets, the first path of a round read its inputs from
+  // memory and the others from the L3 the first had filled: a bias by position in the round of
+  // a few % on the CPU, where a set of a benchmark shape is 40-90 MB and the L3 300 MB.)
+  int next_set = 0;
   for (const auto& call : calls) {
-    for (int w = 0; w < opts.warmup; ++w) call(w % sets);
+    for (int w = 0; w < opts.warmup; ++w) call(next_set++ % sets);
   }
   std::vector<std::vector<double>> seconds(calls.size());
   for (int r = 0; r < opts.repetitions; ++r) {
     for (size_t p = 0; p < calls.size(); ++p) {
+      const int set = next_set++ % sets;
       timer.start();
-      calls[p](r % sets);
+      calls[p](set);
       seconds[p].push_back(timer.stop());
     }
   }

@@ -29,8 +29,8 @@ struct CpuBackendOptions {
   // OpenMP threads a call uses; 0 = omp_get_max_threads() of the calling thread.
   int threads = 0;
   CpuGemmEngine engine = default_cpu_gemm_engine();
-  // oneDNN only: how alpha = 1, beta = 0 GEMMs run, dnnl_sgemm on a zero-filled D or the matmul
-  // primitive (adds the bias, does not read D). by_shape: onednn_overwrite_for_shape of the GEMM
+  // oneDNN only: how alpha = 1, beta = 0 GEMMs run, dnnl_sgemm with beta = 0 or the matmul
+  // primitive (adds the bias; neither reads D). by_shape: onednn_overwrite_for_shape of the GEMM
   // call (gemm_engine.hpp, measured in docs/cpu_backend.md); the other two force one call (tests,
   // benchmark variants).
   OnednnOverwrite onednn_overwrite = OnednnOverwrite::by_shape;
