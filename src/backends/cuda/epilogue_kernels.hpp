@@ -76,7 +76,7 @@ constexpr TileConfig kTileConfigs[kTileConfigCount] = {
     {256, 2, 3, false}, {256, 4, 3, false}, {64, 2, 4, false}, {64, 4, 4, false},
     {256, 2, 3, true}, {64, 2, 3, true}, {128, 2, 4, true}};
 // The configuration each op uses, indexed by TileOp: the best mean over the three largest public
-// shapes on the H200 in two runs (kernel_config rows; 2026-11-30 00:57 and 01:04 UTC, results in
+// shapes on the H200 in two runs (kernel_config rows; 2026-11-30 00:56 and 01:05 UTC, results in
 // bench/results/h200-2026-11-30-*; where two were within noise, the better on the small shapes).
 constexpr int kDefaultVectorConfig[kTileOpCount] = {9, 9, 12, 1, 8, 5, 5};
 
