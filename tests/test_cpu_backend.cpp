@@ -530,9 +530,9 @@ TEST(CpuBackend, MatmulPrimitivePathMatchesTheReference) {
   }
 }
 
-// GELU_AUX(_BIAS) with an fp32 aux and beta = 0: the GEMM writes acc (and the bias, through the
-// fill that precedes dnnl_sgemm or inside the matmul primitive) into aux, and the pass writes
-// only D (acc_in_aux, the default). Both settings, both GEMM paths, several panels, alpha != 1,
+// GELU_AUX(_BIAS) with an fp32 aux and beta = 0: the GEMM writes acc (and the bias, where the
+// matmul primitive adds it) into aux, and the pass writes D (and z = acc + bias back into aux
+// when the bias is left to it: GELU_AUX_BIAS on dnnl_sgemm) (acc_in_aux, the default). Both settings, both GEMM paths, several panels, alpha != 1,
 // a 16-bit D and padded leading dimensions, against the reference.
 TEST(CpuBackend, AccInAuxOnAndOffMatchTheReference) {
   for (bool acc_in_aux : {true, false}) {

@@ -255,10 +255,14 @@ Status CpuBackend::panel_product(const GemmCall& call, const WorkspacePlan& plan
     }
     overwrite = how == OnednnOverwrite::matmul_primitive;
   }
-  // With beta = 0 and a bias to add, the fill writes the bias instead of zeros and the GEMM adds
-  // to it (beta = 1): acc + bias with one rounding, as the pass would compute it, and the pass
-  // need not read and rewrite acc for it (BIAS then needs no pass at all).
-  const bool fill_bias = !overwrite && call.beta == 0.0f && gemm_bias != nullptr;
+  // BIAS with beta = 0: acc is filled with the bias and the GEMM adds to it (beta = 1): acc +
+  // bias with one rounding, as the pass would compute it, and no pass at all when D is fp32 (the
+  // fill writes D once; a pass would read and write it). GELU_AUX_BIAS is not filled: its GELU
+  // pass, bound by its arithmetic, adds the bias and stores aux for next to nothing, while the
+  // fill is a pass over memory of its own (measured 2026-11-30: GELU_AUX_BIAS with the fill cost
+  // 4-5% more than GELU_AUX on (1024, 768, 3072), docs/cpu_backend.md).
+  const bool fill_bias = !overwrite && call.beta == 0.0f && gemm_bias != nullptr &&
+                         call.epilogue == EPIGEMM_EPILOGUE_BIAS;
   const float gemm_beta = fill_bias ? 1.0f : call.beta;
   if (fill_bias || (call.beta != 0.0f && !d_is_acc)) {
 #pragma omp parallel for schedule(static) if (parallel)
@@ -343,8 +347,9 @@ Status CpuBackend::run(const GemmCall& call) {
   }
 
   const int64_t team = std::max(1, omp_get_max_threads());
-  // GELU_AUX(_BIAS) with an fp32 aux and beta = 0: the GEMM writes the pre-activation (bias
-  // included, see panel_product) straight into aux, and the pass reads it once and writes D:
+  // GELU_AUX(_BIAS) with an fp32 aux and beta = 0: the GEMM writes acc (with the bias where the
+  // matmul primitive adds it, see panel_product) straight into aux, and the pass reads it once
+  // and writes D (and, for GELU_AUX_BIAS on dnnl_sgemm, z = acc + bias back into aux, in place):
   // 8 bytes per element instead of 12 (read acc in D, rewrite D, write aux).
   const bool acc_in_aux = options_.acc_in_aux &&
                           (e == EPIGEMM_EPILOGUE_GELU_AUX || e == EPIGEMM_EPILOGUE_GELU_AUX_BIAS) &&
