@@ -629,6 +629,48 @@ TEST(CpuBackend, OddLeadingDimensionsAndMisalignedPointersInEveryKernelBuild) {
   }
 }
 
+// epigemm_linear_workspace_size promises enough for any one linear-layer call of those sizes,
+// with the bias and bias gradient in any dtype (they are declared independently of the layer's
+// tensors). An fp32 layer needs no workspace on this backend, but a bf16 bias must be widened
+// (gemm_m floats) and a bf16 bias gradient summed in fp32 first: the query once assumed the
+// vectors had the layer's dtype and answered 0 bytes here. Every call runs with exactly the
+// queried bytes, under auto (the host's backend).
+TEST(CpuBackend, LinearWorkspaceQueryCoversEveryVectorDtype) {
+  epigemm_context_t ctx = nullptr;
+  ASSERT_EQ(epigemm_context_create(&ctx), EPIGEMM_STATUS_SUCCESS);
+  const int64_t tokens = 96, in = 80, out = 72;
+  size_t bytes = 0;
+  ASSERT_EQ(epigemm_linear_workspace_size(ctx, tokens, in, out, F32, EPIGEMM_MEMORY_HOST, &bytes),
+            EPIGEMM_STATUS_SUCCESS);
+  std::vector<std::vector<float>> storage;
+  auto tensor = [&](int64_t rows, int64_t cols) {
+    storage.emplace_back(size_t(rows * cols), 0.25f);
+    return epigemm_tensor_t{storage.back().data(), F32, rows, cols, cols, EPIGEMM_MEMORY_HOST};
+  };
+  const epigemm_tensor_t x = tensor(tokens, in), w = tensor(out, in), y = tensor(tokens, out);
+  const epigemm_tensor_t pre_out = tensor(tokens, out), dy = tensor(tokens, out);
+  const epigemm_tensor_t dx = tensor(tokens, in), pre_in = tensor(tokens, in), dw = tensor(out, in);
+  std::vector<unsigned char> workspace(bytes + 1);
+  for (const epigemm_dtype_t v : {F32, F16, BF16}) {
+    SCOPED_TRACE("vector dtype " + std::to_string(int(v)) + ", queried " + std::to_string(bytes) + " bytes");
+    // Zeros: 0 in every dtype.
+    std::vector<float> b(static_cast<size_t>(out), 0.0f), bg_in(static_cast<size_t>(in), 0.0f),
+        bg_out(static_cast<size_t>(out), 0.0f);
+    const epigemm_vector_t bias{b.data(), v, out, EPIGEMM_MEMORY_HOST};
+    const epigemm_vector_t bias_grad_in{bg_in.data(), v, in, EPIGEMM_MEMORY_HOST};
+    const epigemm_vector_t bias_grad_out{bg_out.data(), v, out, EPIGEMM_MEMORY_HOST};
+    EXPECT_EQ(epigemm_linear_fprop(ctx, &x, &w, &bias, &pre_out, &y, workspace.data(), bytes, nullptr),
+              EPIGEMM_STATUS_SUCCESS) << epigemm_context_last_error(ctx);
+    EXPECT_EQ(epigemm_linear_fprop(ctx, &x, &w, &bias, nullptr, &y, workspace.data(), bytes, nullptr),
+              EPIGEMM_STATUS_SUCCESS) << epigemm_context_last_error(ctx);
+    EXPECT_EQ(epigemm_linear_dgrad(ctx, &dy, &w, &pre_in, &bias_grad_in, &dx, workspace.data(), bytes, nullptr),
+              EPIGEMM_STATUS_SUCCESS) << epigemm_context_last_error(ctx);
+    EXPECT_EQ(epigemm_linear_wgrad(ctx, &x, &dy, &dw, 0, &bias_grad_out, workspace.data(), bytes, nullptr),
+              EPIGEMM_STATUS_SUCCESS) << epigemm_context_last_error(ctx);
+  }
+  epigemm_context_destroy(ctx);
+}
+
 }  // namespace
 
 #else  // the cpu backend is not in this build
