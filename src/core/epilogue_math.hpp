@@ -4,15 +4,23 @@
 // transformer training frameworks; an erf GELU would sit beside it under its own name.
 //
 // Numerics: with u = sqrt(2/pi) (x + 0.044715 x^3) and s = sigmoid(2u) = 0.5 (1 + tanh(u)),
-//   gelu_tanh(x)      = x s
+//   gelu_tanh(x)      = x s = x / (1 + exp(-2u))
 //   gelu_tanh'(x)     = s + 2 x s (1 - s) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
 // which are the tanh formulas rewritten with 1 + tanh(u) = 2 s and 1 - tanh(u)^2 = 4 s (1 - s).
 // The sigmoid form has no cancellation for negative x, where 1 + tanh(u) loses every digit in
 // fp32 (gelu_tanh(-5.5) would come out as 0 instead of -5.93e-9).
-// s and s (1 - s) come from t = exp(-|2u|) in (0, 1] and r = 1 / (1 + t): s = r for u >= 0 and
-// t r for u < 0, s (1 - s) = t r^2 either way. One exponential and one reciprocal per element
-// (the element-wise GPU kernels are bound by these instructions, not by memory, with more), no
-// overflow (t <= 1) and no subtraction of nearly equal values.
+// gelu_tanh is x / (1 + exp(-2u)): one exponential, one addition, one division, nothing to
+// subtract. For x below about -10.3 (2u < -88.7) exp(-2u) overflows to Inf in float and the
+// quotient is -0, where the exact value has a magnitude below 3e-38 (FLT_MIN): that is the only
+// place it gives up digits, far under any tolerance. It costs a fifth less than the form below
+// on the cpu backend's AVX-512 lanes, whose GELU passes are bound by this arithmetic
+// (docs/cpu_backend.md, "The kernels").
+// gelu_tanh' needs s and s (1 - s), which come from t = exp(-|2u|) in (0, 1] and
+// r = 1 / (1 + t): s = r for u >= 0 and t r for u < 0, s (1 - s) = t r^2 either way. One
+// exponential and one reciprocal per element (the element-wise GPU kernels are bound by these
+// instructions, not by memory, with more), no overflow (t <= 1) and no subtraction of nearly
+// equal values. (The quotient form would need s (1 - s) = exp(-2u) s^2, which is Inf * 0 where
+// exp(-2u) overflows.)
 #pragma once
 
 #include <cmath>
@@ -63,14 +71,17 @@ EPIGEMM_HOST_DEVICE SigmoidParts<T> sigmoid_parts(T a) {
   return SigmoidParts<T>{t, r, where(a < T(0), t * r, r)};
 }
 
-// gelu_tanh(x) = 0.5 x (1 + tanh(u)).  NaN in, NaN out.
+// gelu_tanh(x) = 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)).  NaN in, NaN out.
 template <typename T>
 EPIGEMM_HOST_DEVICE T gelu_tanh(T x) {
+  using std::exp;
   using C = GeluTanhConstants<typename ScalarOf<T>::type>;
-  const T two_u = T(2) * C::sqrt_2_over_pi * (x + C::cubic * x * x * x);
-  const T inside = x * sigmoid_parts(two_u).sigmoid;
-  // -0 is the limit from below.
-  return where(x > C::saturation, x, where(x < -C::saturation, T(0) * T(-1), inside));
+  const T minus_two_u = T(-2) * C::sqrt_2_over_pi * (x + C::cubic * x * x * x);
+  const T inside = x / (T(1) + exp(minus_two_u));
+  // The limits come out of the quotient itself except at -Inf (Inf / Inf): for x > 1e4,
+  // exp(-2u) is exactly 0 (-2u < -7e12, or -Inf once x^3 overflows) and the quotient is x, +Inf
+  // included; for finite x < -1e4 it is x / Inf = -0. Only the one select is needed.
+  return where(x < -C::saturation, T(0) * T(-1), inside);  // -0 is the limit from below
 }
 
 // gelu_tanh'(x) = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
