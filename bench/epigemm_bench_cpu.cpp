@@ -40,6 +40,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -135,6 +136,12 @@ Options parse(int argc, char** argv) {
     }
   }
   if (o.timing.repetitions < 1) usage("--reps must be >= 1");
+  // Made now, not after the run: a run of ten minutes must not end in "could NOT write".
+  std::error_code made;
+  std::filesystem::create_directories(o.out, made);
+  if (made || !std::filesystem::is_directory(o.out)) {
+    usage(("--out " + o.out + ": cannot create that directory (" + made.message() + ")").c_str());
+  }
   return o;
 }
 
