@@ -684,7 +684,7 @@ int main(int argc, char** argv) {
          << " (this benchmark's own " << omp_get_max_threads() << " threads add about as much)\n"
          << "- fp32; median of " << opt.timing.repetitions << " timed calls after "
          << opt.timing.warmup << " warm-up calls, the paths of a pass timed interleaved (one call "
-            "of each in turn; OpenBLAS paths on their own after them, see the source); inputs rotated call by call (every path too) over up to " << sets_used
+            "of each per round, in an order shuffled per round; OpenBLAS paths on their own after them, see the source); inputs rotated call by call (every path too) over up to " << sets_used
          << " sets (>= " << opt.rotation_mb << " MB together)\n"
          << "- x floor: the median over the math floor of the same (shape, pass) in this run, the "
             "fastest of " << (opt.engines ? "onednn-sgemm and onednn-matmul (--engines: OpenBLAS not run)"

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <numeric>
+#include <random>
 
 namespace epigemm_bench {
 
@@ -46,9 +48,19 @@ std::vector<std::vector<double>> time_interleaved(
   for (const auto& call : calls) {
     for (int w = 0; w < opts.warmup; ++w) call(next_set++ % sets);
   }
+  // Each round runs the paths in its own order, shuffled from a fixed seed (the same orders in
+  // every run). In a fixed order a path always followed the same path and held the same place in
+  // the round; whatever that did to its time (the caches and the threads as the path before left
+  // them, a slow phase of the machine that tends to start or end a round) went into every
+  // comparison with the same sign. seconds[p][r] stays path p's time in round r, so the paths'
+  // times of one round can still be paired.
   std::vector<std::vector<double>> seconds(calls.size());
+  std::vector<size_t> order(calls.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::mt19937 shuffle_engine(20261130u);
   for (int r = 0; r < opts.repetitions; ++r) {
-    for (size_t p = 0; p < calls.size(); ++p) {
+    std::shuffle(order.begin(), order.end(), shuffle_engine);
+    for (size_t p : order) {
       const int set = next_set++ % sets;
       timer.start();
       calls[p](set);
