@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Issue 3's verdict from a CPU benchmark CSV (bench/epigemm_bench_cpu --out DIR).
 
-    python3 scripts/cpu_verdict.py bench/results/cpu-<date>.csv
+    python3 scripts/cpu_verdict.py bench/results/cpu-<date>.csv [more runs' CSVs ...]
+
+Given several CSVs (runs of the same code), it pools them: the medians are taken over every
+run's calls together, and the paired ratios are formed within each run's rounds, then pooled.
 
 For every epilogue row of the `cpu` path it prints two estimates of each ratio the issue judges:
 - "x floor": the median time over the median time of the math floor (the fastest plain GEMM of
@@ -55,11 +58,42 @@ def median_interval(a, b, confidence=0.95):
     return r[k - 1], r[n - k]
 
 
-def main(path):
-    with open(path) as f:
-        rows = [r for r in csv.DictReader(f) if not r["shape"].startswith("#")]
-    if not rows or "times_ms" not in rows[0]:
-        sys.exit(f"{path}: no times_ms column (a CSV from before the paired estimate)")
+def read_runs(paths):
+    """{(shape, pass, dtype): {(path, epilogue): row}} per run, in the order given."""
+    runs = []
+    for path in paths:
+        with open(path) as f:
+            rows = [r for r in csv.DictReader(f) if not r["shape"].startswith("#")]
+        if not rows or "times_ms" not in rows[0]:
+            sys.exit(f"{path}: no times_ms column (a CSV from before the paired estimate)")
+        runs.append(rows)
+    return runs
+
+
+def pooled(runs, key):
+    """The rows of one (shape, pass, dtype, path, epilogue) from every run, as one row: times
+    concatenated run after run (so round i of run 2 follows run 1's rounds in every path alike,
+    and the pairing by position stays within a run), median recomputed."""
+    parts = [r for rows in runs for r in rows
+             if (r["shape"], r["pass"], r["dtype"], r["path"], r["epilogue"]) == key]
+    if len(parts) != len(runs):
+        return None  # a path missing from some run: not pooled
+    n = min(len(times(p)) for p in parts)  # every path of a run has the same number of rounds
+    joined = [t for p in parts for t in times(p)[:n]]
+    row = dict(parts[0])
+    row["times_ms"] = ";".join(str(t) for t in joined)
+    row["median_ms"] = str(statistics.median(joined))
+    return row
+
+
+def main(paths):
+    runs = read_runs(paths)
+    keys = []
+    for r in runs[0]:
+        key = (r["shape"], r["pass"], r["dtype"], r["path"], r["epilogue"])
+        if key not in keys:
+            keys.append(key)
+    rows = [row for row in (pooled(runs, k) for k in keys) if row is not None]
     groups = {}
     for r in rows:
         groups.setdefault((r["shape"], r["pass"], r["dtype"]), []).append(r)
@@ -105,6 +139,6 @@ def main(path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 2:
         sys.exit(__doc__)
-    main(sys.argv[1])
+    main(sys.argv[1:])
