@@ -59,7 +59,7 @@ def median_interval(a, b, confidence=0.95):
 
 
 def read_runs(paths):
-    """{(shape, pass, dtype): {(path, epilogue): row}} per run, in the order given."""
+    """Every run's rows (csv.DictReader dicts), one list per CSV, in the order given."""
     runs = []
     for path in paths:
         with open(path) as f:

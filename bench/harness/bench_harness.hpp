@@ -48,8 +48,9 @@ std::vector<double> time_calls(Timer& timer, const TimingOptions& opts, int sets
                                const std::function<void(int set)>& call);
 
 // The same for several paths at once, interleaved: every path's warm-up calls first, then
-// repetition r times every path once, in an order shuffled anew for each round. On a shared machine a load spike then lands on
-// all paths of a comparison alike instead of on whichever path ran during it. The sets rotate
+// repetition r times every path once, in an order shuffled anew for each round. On a shared
+// machine a load spike then lands on all paths of a comparison alike instead of on whichever
+// path ran during it. The sets rotate
 // with every call (not every round), so no call finds its inputs left in cache by the call
 // before it. Returns one vector of times per path.
 std::vector<std::vector<double>> time_interleaved(

@@ -11,8 +11,8 @@
 // fp32 (gelu_tanh(-5.5) would come out as 0 instead of -5.93e-9).
 // gelu_tanh is x / (1 + exp(-2u)): one exponential, one addition, one division, nothing to
 // subtract. For x below about -10.3 (2u < -88.7) exp(-2u) overflows to Inf in float and the
-// quotient is -0, where the exact value has a magnitude below 3e-38 (FLT_MIN): that is the only
-// place it gives up digits, far under any tolerance. It costs a fifth less than the form below
+// quotient is -0, where the exact value has a magnitude below 3e-38 (about FLT_MIN): that is the
+// only place it gives up digits, far under any tolerance. It costs a fifth less than the form below
 // on the cpu backend's AVX-512 lanes, whose GELU passes are bound by this arithmetic
 // (docs/cpu_backend.md, "The kernels").
 // gelu_tanh' needs s and s (1 - s), which come from t = exp(-|2u|) in (0, 1] and
@@ -79,7 +79,7 @@ EPIGEMM_HOST_DEVICE T gelu_tanh(T x) {
   const T minus_two_u = T(-2) * C::sqrt_2_over_pi * (x + C::cubic * x * x * x);
   const T inside = x / (T(1) + exp(minus_two_u));
   // The limits come out of the quotient itself except at -Inf (Inf / Inf): for x > 1e4,
-  // exp(-2u) is exactly 0 (-2u < -7e12, or -Inf once x^3 overflows) and the quotient is x, +Inf
+  // exp(-2u) is exactly 0 (-2u < -7e10, or -Inf once x^3 overflows) and the quotient is x, +Inf
   // included; for finite x < -1e4 it is x / Inf = -0. Only the one select is needed.
   return where(x < -C::saturation, T(0) * T(-1), inside);  // -0 is the limit from below
 }
