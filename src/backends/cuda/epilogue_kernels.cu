@@ -369,8 +369,11 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
     // The finish kernel is launched as a programmatic dependent of this one: let it start
     // launching once every block has streamed its columns, so that its launch overlaps the last
     // blocks' partial sums. It still waits for this grid to complete (griddepcontrol.wait)
-    // before it reads a partial, so this changes timing only.
+    // before it reads a partial, so this changes timing only. sm_90 and later only: before
+    // Hopper there is no such instruction and the finish kernel starts after this grid.
+#if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
     // The kThreadsY threads of a row group hold sums over disjoint columns; add them in
     // threadIdx.y order, then write one partial per row for this column chunk.
     __shared__ float block_sums[kThreadsY][kRowsPerTile];
@@ -403,8 +406,12 @@ __global__ void __launch_bounds__(kFinishRows * kFinishLanes)
     finish_row_sums_kernel(const float* partials, int64_t chunks, int64_t rows, void* out,
                            epigemm_dtype_t out_dtype) {
   // Launched with programmatic stream serialization (see launch_tile_kernel): wait until the
-  // tile kernel has completed and its partials are visible.
+  // tile kernel has completed and its partials are visible. Before sm_90 the launch is plain
+  // stream-ordered (the tile kernel has completed when this one starts) and the instruction
+  // does not exist.
+#if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
   const int64_t i = int64_t(blockIdx.x) * kFinishRows + threadIdx.x;
   float total = 0.0f;
   if (i < rows) {
