@@ -28,9 +28,20 @@
 extern "C" {
 #endif
 
+/* The version of this header; the build (CMake, epigemm.pc, the Python package) reads it from
+ * these three lines. epigemm_get_version() gives the library's. */
 #define EPIGEMM_VERSION_MAJOR 0
 #define EPIGEMM_VERSION_MINOR 1
 #define EPIGEMM_VERSION_PATCH 0
+
+/* Marks the functions a shared libepigemm exports; everything else in it is hidden. */
+#ifndef EPIGEMM_API
+#if defined(__GNUC__) || defined(__clang__)
+#define EPIGEMM_API __attribute__((visibility("default")))
+#else
+#define EPIGEMM_API
+#endif
+#endif
 
 typedef enum epigemm_status_e {
   EPIGEMM_STATUS_SUCCESS = 0,
@@ -117,67 +128,95 @@ typedef struct epigemm_vector_s {
 typedef struct epigemm_context_s *epigemm_context_t;
 typedef struct epigemm_gemm_desc_s *epigemm_gemm_desc_t;
 
+/* The library's version, "MAJOR.MINOR.PATCH" (a static string): the EPIGEMM_VERSION_* of the
+ * header it was built with. */
+EPIGEMM_API
+const char *epigemm_get_version(void);
+
 /* ---- context ------------------------------------------------------------------------------ */
 
 /* Creates a context. On a machine with a GPU, GPU backend state (handles, streams, events) is
  * created here once and reused by every call. */
+EPIGEMM_API
 epigemm_status_t epigemm_context_create(epigemm_context_t *ctx /* out */);
+EPIGEMM_API
 epigemm_status_t epigemm_context_destroy(epigemm_context_t ctx);
 
 /* The message of the last failed call on this context ("" after a success). Valid until the next
  * call on the context. Never NULL for a non-NULL ctx. */
+EPIGEMM_API
 const char *epigemm_context_last_error(epigemm_context_t ctx);
 
 /* Which backend ran the last successful GEMM on this context, and why the dispatcher chose it
  * (e.g. "auto: cpu supports the call; preferred over reference"). */
+EPIGEMM_API
 epigemm_status_t epigemm_context_last_backend(epigemm_context_t ctx,
                                               epigemm_backend_t *backend /* out */,
                                               const char **reason /* out, may be NULL */);
 
 /* Backend and TF32 choice for the calls that take no description: epigemm_classic_gemm and the
  * epigemm_linear_* calls. Defaults: EPIGEMM_BACKEND_AUTO, TF32 off. */
+EPIGEMM_API
 epigemm_status_t epigemm_context_set_backend(epigemm_context_t ctx, epigemm_backend_t backend);
+EPIGEMM_API
 epigemm_status_t epigemm_context_set_allow_tf32(epigemm_context_t ctx, int allow_tf32);
 
 /* 1 when the backend is compiled in and can run on this machine (a GPU backend needs a GPU). */
+EPIGEMM_API
 int epigemm_backend_usable(epigemm_context_t ctx, epigemm_backend_t backend);
 /* 1 when the backend is compiled into this build, whether or not it can run here. */
+EPIGEMM_API
 int epigemm_backend_compiled(epigemm_context_t ctx, epigemm_backend_t backend);
 
 /* Static strings: "reference", "cpu", ...; "DGELU_BGRAD", ...; "f32", ...; "invalid value", ... */
+EPIGEMM_API
 const char *epigemm_backend_name(epigemm_backend_t backend);
+EPIGEMM_API
 const char *epigemm_epilogue_name(epigemm_epilogue_t epilogue);
+EPIGEMM_API
 const char *epigemm_dtype_name(epigemm_dtype_t dtype);
+EPIGEMM_API
 const char *epigemm_status_name(epigemm_status_t status);
 
 /* ---- GEMM description (the configuration object) ------------------------------------------ */
 
 /* Defaults: transa = transb = N, alpha = 1, beta = 0, epilogue DEFAULT, no bias / aux /
  * bias_grad, TF32 off, backend AUTO. */
+EPIGEMM_API
 epigemm_status_t epigemm_gemm_desc_create(epigemm_gemm_desc_t *desc /* out */);
+EPIGEMM_API
 epigemm_status_t epigemm_gemm_desc_destroy(epigemm_gemm_desc_t desc);
 
+EPIGEMM_API
 epigemm_status_t epigemm_gemm_desc_set_transpose(epigemm_gemm_desc_t desc, epigemm_op_t transa,
                                                  epigemm_op_t transb);
 /* acc = alpha * op(A) op(B) + beta * D_old; beta != 0 reads D before it is written. */
+EPIGEMM_API
 epigemm_status_t epigemm_gemm_desc_set_scalars(epigemm_gemm_desc_t desc, float alpha, float beta);
+EPIGEMM_API
 epigemm_status_t epigemm_gemm_desc_set_epilogue(epigemm_gemm_desc_t desc,
                                                 epigemm_epilogue_t epilogue);
 /* bias (in): BIAS and GELU_AUX_BIAS, length gemm_m. NULL clears it. The vector is copied. */
+EPIGEMM_API
 epigemm_status_t epigemm_gemm_desc_set_bias(epigemm_gemm_desc_t desc, const epigemm_vector_t *bias);
 /* aux: gemm_m x gemm_n. Out for GELU_AUX / GELU_AUX_BIAS (the pre-activation), in for DGELU /
  * DGELU_BGRAD. NULL clears it. */
+EPIGEMM_API
 epigemm_status_t epigemm_gemm_desc_set_aux(epigemm_gemm_desc_t desc, const epigemm_matrix_t *aux);
 /* bias_grad (out, overwritten): DGELU_BGRAD (length gemm_m) and BGRADB (length gemm_n). */
+EPIGEMM_API
 epigemm_status_t epigemm_gemm_desc_set_bias_grad(epigemm_gemm_desc_t desc,
                                                  const epigemm_vector_t *bias_grad);
 /* fp32 inputs run in full fp32 unless allowed here; ignored for fp16/bf16 inputs. */
+EPIGEMM_API
 epigemm_status_t epigemm_gemm_desc_set_allow_tf32(epigemm_gemm_desc_t desc, int allow_tf32);
+EPIGEMM_API
 epigemm_status_t epigemm_gemm_desc_set_backend(epigemm_gemm_desc_t desc,
                                                epigemm_backend_t backend);
 
 /* The workspace, in bytes, that epigemm_gemm needs for this description and these operands
  * (validated as by epigemm_gemm). Host memory for host operands, device memory for device ones. */
+EPIGEMM_API
 epigemm_status_t epigemm_gemm_workspace_size(epigemm_context_t ctx, epigemm_gemm_desc_t desc,
                                              const epigemm_matrix_t *A, const epigemm_matrix_t *B,
                                              const epigemm_matrix_t *D, size_t *bytes /* out */);
@@ -187,6 +226,7 @@ epigemm_status_t epigemm_gemm_workspace_size(epigemm_context_t ctx, epigemm_gemm
  *   B: gemm_k x gemm_n when transb = N, gemm_n x gemm_k when T
  * stream: a cudaStream_t for device operands (NULL = the default stream); ignored on the host.
  * GPU calls are stream-ordered: no allocation, no host synchronization, nothing read back. */
+EPIGEMM_API
 epigemm_status_t epigemm_gemm(epigemm_context_t ctx, epigemm_gemm_desc_t desc,
                               const epigemm_matrix_t *A, const epigemm_matrix_t *B,
                               const epigemm_matrix_t *D, void *workspace, size_t workspace_bytes,
@@ -206,6 +246,7 @@ epigemm_status_t epigemm_gemm(epigemm_context_t ctx, epigemm_gemm_desc_t desc,
  *   yes   yes           yes      DGELU_BGRAD    (bias OUT, length gemm_m)
  * accumulate != 0 means beta = 1; alpha = 1. bias / pre_gelu_out may be NULL or have NULL data.
  * Backend and TF32 follow epigemm_context_set_backend / set_allow_tf32. */
+EPIGEMM_API
 epigemm_status_t epigemm_classic_gemm(epigemm_context_t ctx, const epigemm_matrix_t *A,
                                       const epigemm_matrix_t *B, const epigemm_matrix_t *D,
                                       const epigemm_vector_t *bias,
@@ -217,6 +258,7 @@ epigemm_status_t epigemm_classic_gemm(epigemm_context_t ctx, const epigemm_matri
  * and stream). What counts is which of bias / pre_gelu_out have data (any non-NULL pointer),
  * the shapes, dtypes, transposes, grad and accumulate; not the addresses. Refuses what the call
  * would refuse, with the same message. */
+EPIGEMM_API
 epigemm_status_t epigemm_classic_gemm_workspace_size(
     epigemm_context_t ctx, const epigemm_matrix_t *A, const epigemm_matrix_t *B,
     const epigemm_matrix_t *D, const epigemm_vector_t *bias, const epigemm_matrix_t *pre_gelu_out,
@@ -225,6 +267,7 @@ epigemm_status_t epigemm_classic_gemm_workspace_size(
 /* ---- layer level: Y[tokens, out] = X[tokens, in] W[out, in]^T + b[out] -------------------- */
 
 /* The workspace any one linear-layer call below may need for tensors of these sizes. */
+EPIGEMM_API
 epigemm_status_t epigemm_linear_workspace_size(epigemm_context_t ctx, int64_t tokens,
                                                int64_t in_features, int64_t out_features,
                                                epigemm_dtype_t dtype, epigemm_memory_t memory,
@@ -234,6 +277,7 @@ epigemm_status_t epigemm_linear_workspace_size(epigemm_context_t ctx, int64_t to
  *   X [tokens, in] (in), W [out, in] (in), bias [out] (in, optional),
  *   pre_gelu [tokens, out] (out, optional: when given, act = gelu_tanh and pre_gelu = X W^T + b;
  *   when NULL, act = identity), Y [tokens, out] (out). */
+EPIGEMM_API
 epigemm_status_t epigemm_linear_fprop(epigemm_context_t ctx, const epigemm_tensor_t *X,
                                       const epigemm_tensor_t *W, const epigemm_vector_t *bias,
                                       const epigemm_tensor_t *pre_gelu, const epigemm_tensor_t *Y,
@@ -246,6 +290,7 @@ epigemm_status_t epigemm_linear_fprop(epigemm_context_t ctx, const epigemm_tenso
  *   bias_grad [in] (out, optional, needs pre_gelu): sum over tokens of dX, the previous layer's
  *     bias gradient,
  *   dX [tokens, in] (out). */
+EPIGEMM_API
 epigemm_status_t epigemm_linear_dgrad(epigemm_context_t ctx, const epigemm_tensor_t *dY,
                                       const epigemm_tensor_t *W, const epigemm_tensor_t *pre_gelu,
                                       const epigemm_vector_t *bias_grad, const epigemm_tensor_t *dX,
@@ -254,6 +299,7 @@ epigemm_status_t epigemm_linear_dgrad(epigemm_context_t ctx, const epigemm_tenso
 /* Weight gradient: dW (+)= dY^T X.
  *   X [tokens, in] (in), dY [tokens, out] (in), dW [out, in] (out; accumulate != 0 adds to it),
  *   bias_grad [out] (out, optional): sum over tokens of dY. */
+EPIGEMM_API
 epigemm_status_t epigemm_linear_wgrad(epigemm_context_t ctx, const epigemm_tensor_t *X,
                                       const epigemm_tensor_t *dY, const epigemm_tensor_t *dW,
                                       int accumulate, const epigemm_vector_t *bias_grad,

@@ -137,7 +137,16 @@ using epigemm::Context;
 using epigemm::GemmCall;
 using epigemm::Status;
 
+// "0.1.0" from the header's EPIGEMM_VERSION_* at compile time.
+#define EPIGEMM_STRINGIFY_NUMBER(x) #x
+#define EPIGEMM_VERSION_STRING(major, minor, patch) \
+  EPIGEMM_STRINGIFY_NUMBER(major) "." EPIGEMM_STRINGIFY_NUMBER(minor) "." EPIGEMM_STRINGIFY_NUMBER(patch)
+
 extern "C" {
+
+const char* epigemm_get_version(void) {
+  return EPIGEMM_VERSION_STRING(EPIGEMM_VERSION_MAJOR, EPIGEMM_VERSION_MINOR, EPIGEMM_VERSION_PATCH);
+}
 
 epigemm_status_t epigemm_context_create(epigemm_context_t* ctx) {
   if (ctx == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
