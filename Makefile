@@ -1,9 +1,23 @@
 # The two commands of the README. Both install what is missing, configure and build first.
-#   make run   - the main job: `epigemm demo` on the best device present (CPU by default)
-#   make test  - every test this machine can run (GPU tests print SKIP without a GPU)
+#   make run   - the main job: `epigemm demo` on the best device present (CPU by default);
+#                builds the epigemm program and the library only
+#   make test  - builds everything (CUDA code too when nvcc is there) and runs every test this
+#                machine can run (GPU tests print SKIP without a GPU)
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+
+# `make run` on a machine with a usable GPU uses the full build (CUDA included). Without one it
+# uses a CPU-only build of its own, so that a CPU demo never waits for CUDA code to compile.
+HAVE_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
+ifeq ($(HAVE_GPU),yes)
+RUN_BUILD_DIR := $(BUILD_DIR)
+RUN_CMAKE_FLAGS :=
+else
+RUN_BUILD_DIR := $(BUILD_DIR)-cpu
+RUN_CMAKE_FLAGS := -DEPIGEMM_WITH_CUDA=OFF -DEPIGEMM_BUILD_TESTS=OFF \
+  -DEPIGEMM_BUILD_EXAMPLES=OFF -DEPIGEMM_BUILD_BENCH=OFF
+endif
 
 .PHONY: all deps configure build test run clean
 
@@ -23,8 +37,12 @@ build: configure
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
-run: build
-	$(BUILD_DIR)/tools/epigemm demo
+run: deps
+	@if [ ! -f $(RUN_BUILD_DIR)/CMakeCache.txt ]; then \
+	  cmake -S . -B $(RUN_BUILD_DIR) $(GENERATOR) -DCMAKE_BUILD_TYPE=Release $(RUN_CMAKE_FLAGS); \
+	fi
+	cmake --build $(RUN_BUILD_DIR) -j $(JOBS) --target epigemm_cli
+	$(RUN_BUILD_DIR)/tools/epigemm demo
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(BUILD_DIR)-cpu
