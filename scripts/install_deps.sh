@@ -1,8 +1,20 @@
 #!/usr/bin/env bash
 # Installs what building and testing epigemm needs on a Debian machine, and nothing that is
-# already there. Runs as root (CI and the development machines) or through sudo.
+# already there. Runs as root (CI and the development machines) or through sudo. apt's own
+# output is shown: on a bare machine this step takes a minute or two.
 set -euo pipefail
 
+# package -> why epigemm needs it
+declare -A purpose=(
+  [cmake]="configures the build"
+  [ninja-build]="runs the build"
+  [g++]="compiles the library"
+  [make]="runs the README's commands"
+  [pkg-config]="finds OpenBLAS; tests the installed epigemm.pc"
+  [libgtest-dev]="GoogleTest, for the tests"
+  [libopenblas-dev]="OpenBLAS, a GEMM engine of the cpu backend"
+  [libdnnl-dev]="oneDNN, a GEMM engine of the cpu backend"
+)
 packages=(cmake ninja-build g++ make pkg-config libgtest-dev libopenblas-dev libdnnl-dev)
 missing=()
 for package in "${packages[@]}"; do
@@ -15,9 +27,18 @@ if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 
-echo "install_deps: installing ${missing[*]}"
+echo "install_deps: installing ${#missing[@]} missing package(s):"
+for package in "${missing[@]}"; do
+  echo "  $package: ${purpose[$package]}"
+done
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
 export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Waits up to 10 minutes for another apt/dpkg run to release its lock instead of failing at once.
+apt_get=("${sudo_cmd[@]}" apt-get -o DPkg::Lock::Timeout=600)
+echo "install_deps: apt-get update"
+"${apt_get[@]}" update
+# No recommended packages: libdnnl-dev would bring OpenCL and more that the build does not use.
+echo "install_deps: apt-get install ${missing[*]}"
+"${apt_get[@]}" install -y --no-install-recommends "${missing[@]}"
+echo "install_deps: done"
