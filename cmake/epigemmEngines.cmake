@@ -9,6 +9,16 @@
 # machine without ocl-icd-opencl-dev (libdnnl-dev only recommends it), and the C API called here
 # needs nothing that package provides.
 
+# An engine found (its library file and header directory) as an IMPORTED target; GLOBAL because
+# the build links it from several directories. Nothing when either is missing or the target exists.
+function(epigemm_import_engine target library include_dir)
+  if(library AND include_dir AND NOT TARGET ${target})
+    add_library(${target} UNKNOWN IMPORTED GLOBAL)
+    set_target_properties(${target} PROPERTIES
+      IMPORTED_LOCATION "${library}" INTERFACE_INCLUDE_DIRECTORIES "${include_dir}")
+  endif()
+endfunction()
+
 # OpenBLAS: its pkg-config module, when there is one, says where Debian's alternatives put it
 # (/usr/include/x86_64-linux-gnu/openblas-pthread/); find_path/find_library search there first.
 find_package(PkgConfig QUIET)
@@ -18,18 +28,8 @@ endif()
 find_library(EPIGEMM_OPENBLAS_LIBRARY NAMES openblas HINTS ${EPIGEMM_OPENBLAS_PC_LIBRARY_DIRS})
 find_path(EPIGEMM_OPENBLAS_INCLUDE_DIR cblas.h HINTS ${EPIGEMM_OPENBLAS_PC_INCLUDE_DIRS}
           PATH_SUFFIXES openblas)
-if(EPIGEMM_OPENBLAS_LIBRARY AND EPIGEMM_OPENBLAS_INCLUDE_DIR AND NOT TARGET epigemm::openblas)
-  add_library(epigemm::openblas UNKNOWN IMPORTED GLOBAL)
-  set_target_properties(epigemm::openblas PROPERTIES
-    IMPORTED_LOCATION "${EPIGEMM_OPENBLAS_LIBRARY}"
-    INTERFACE_INCLUDE_DIRECTORIES "${EPIGEMM_OPENBLAS_INCLUDE_DIR}")
-endif()
+epigemm_import_engine(epigemm::openblas "${EPIGEMM_OPENBLAS_LIBRARY}" "${EPIGEMM_OPENBLAS_INCLUDE_DIR}")
 
 find_library(EPIGEMM_ONEDNN_LIBRARY NAMES dnnl)
 find_path(EPIGEMM_ONEDNN_INCLUDE_DIR dnnl.h)
-if(EPIGEMM_ONEDNN_LIBRARY AND EPIGEMM_ONEDNN_INCLUDE_DIR AND NOT TARGET epigemm::onednn)
-  add_library(epigemm::onednn UNKNOWN IMPORTED GLOBAL)
-  set_target_properties(epigemm::onednn PROPERTIES
-    IMPORTED_LOCATION "${EPIGEMM_ONEDNN_LIBRARY}"
-    INTERFACE_INCLUDE_DIRECTORIES "${EPIGEMM_ONEDNN_INCLUDE_DIR}")
-endif()
+epigemm_import_engine(epigemm::onednn "${EPIGEMM_ONEDNN_LIBRARY}" "${EPIGEMM_ONEDNN_INCLUDE_DIR}")
