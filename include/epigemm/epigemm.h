@@ -38,7 +38,9 @@ typedef enum epigemm_status_e {
   EPIGEMM_STATUS_NOT_SUPPORTED = 2,          /* a valid call the chosen backend cannot run    */
   EPIGEMM_STATUS_INSUFFICIENT_WORKSPACE = 3, /* workspace smaller than epigemm_gemm_workspace_size */
   EPIGEMM_STATUS_BACKEND_ERROR = 4,          /* the BLAS / CUDA runtime reported a failure       */
-  EPIGEMM_STATUS_OUT_OF_MEMORY = 5,          /* host allocation failed (context creation only)   */
+  EPIGEMM_STATUS_OUT_OF_MEMORY = 5,          /* host allocation failed: creating a context or a
+                                                description, or inside a call (the reference
+                                                backend allocates its double-precision copies) */
   EPIGEMM_STATUS_INTERNAL_ERROR = 6
 } epigemm_status_t;
 
@@ -128,8 +130,10 @@ epigemm_status_t epigemm_context_destroy(epigemm_context_t ctx);
  * call on the context. Never NULL for a non-NULL ctx. */
 const char *epigemm_context_last_error(epigemm_context_t ctx);
 
-/* Which backend ran the last successful GEMM on this context, and why the dispatcher chose it
- * (e.g. "auto: cpu supports the call; preferred over reference"). */
+/* Which backend ran the last successful GEMM on this context, and why the dispatcher chose it:
+ * "requested: cpu" when the call named its backend, else e.g. "auto: cpu has the highest
+ * priority (10) among the backends that support the call; cuda declined (...)". The reason is
+ * valid until the next call on the context. */
 epigemm_status_t epigemm_context_last_backend(epigemm_context_t ctx,
                                               epigemm_backend_t *backend /* out */,
                                               const char **reason /* out, may be NULL */);

@@ -1,6 +1,7 @@
 // The interface every backend implements. A backend lives in src/backends/<name>/, is created
 // once per context (so it may own handles, streams, events), and is registered by one line in
-// src/core/backend_registry.cpp. The dispatcher (dispatch.cpp) asks supports() before it routes.
+// src/core/backend_registry.cpp. The dispatcher (Context::select in context.cpp) asks supports()
+// before it routes.
 #pragma once
 
 #include <memory>

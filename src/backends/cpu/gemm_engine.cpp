@@ -172,10 +172,12 @@ Status onednn_matmul(epigemm_op_t transa, epigemm_op_t transb, int64_t m, int64_
 }  // namespace
 #endif
 
+// Without oneDNN the bias is never read here: cblas_sgemm has no bias argument, and the caller
+// adds it (*bias_added stays false).
 Status cpu_sgemm_overwrite(CpuGemmEngine engine, epigemm_op_t transa, epigemm_op_t transb,
                            int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                           const float* b, int64_t ldb, const float* bias, float* c, int64_t ldc,
-                           bool* bias_added) {
+                           const float* b, int64_t ldb, [[maybe_unused]] const float* bias,
+                           float* c, int64_t ldc, bool* bias_added) {
   *bias_added = false;
 #if defined(EPIGEMM_CPU_WITH_ONEDNN)
   if (engine == CpuGemmEngine::onednn) {
