@@ -37,6 +37,14 @@ constexpr size_t kAlignment = 64;
 constexpr int64_t kTasksPerThread = 4;
 // Below this many elements a step runs on the calling thread alone.
 constexpr int64_t kParallelElements = 1 << 15;
+// A call whose GEMM does at most this many multiply-adds (about 101^3), and whose operands each
+// hold fewer than kParallelElements elements, runs on the calling thread alone (cpu_call_threads).
+// Measured on the 2-core machine with the probe given the cores (SCHED_FIFO): one thread as fast
+// or faster up to 96^3 (64^3 fprop: 8-17 us against 14-21 us on two), two threads faster from
+// 112^3 (32-38 us against 40-44 us). And a call without an OpenMP team never waits for a second
+// thread that the OS has descheduled: on a busy machine a 64^3 call took 28-32 ms on two threads
+// and 8-17 us on one (docs/cpu_backend.md, "Threads on a busy machine").
+constexpr int64_t kOneThreadMultiplyAdds = int64_t(1) << 20;
 
 size_t round_up(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
 
@@ -104,6 +112,21 @@ class OmpThreadsScope {
   int saved_;
   bool set_;
 };
+
+}  // namespace
+
+int cpu_call_threads(const GemmCall& call, int requested) {
+  if (requested > 0) return requested;
+  const int64_t m = call.gemm_m, n = call.gemm_n, k = call.gemm_k;
+  // Each product is formed only when both factors are below kParallelElements (no overflow).
+  auto below = [](int64_t a, int64_t b) {
+    return a == 0 || b == 0 || (a < kParallelElements && b < kParallelElements && a * b < kParallelElements);
+  };
+  const bool small = below(m, n) && below(n, k) && below(m, k) && m * n * k <= kOneThreadMultiplyAdds;
+  return small ? 1 : 0;
+}
+
+namespace {
 
 // The requested build of the kernels, or the widest below it that this CPU runs.
 const EpilogueKernels& kernels_for(CpuKernelBuild build) {
@@ -311,7 +334,7 @@ Status CpuBackend::panel_product(const GemmCall& call, const WorkspacePlan& plan
 }
 
 Status CpuBackend::run(const GemmCall& call) {
-  const OmpThreadsScope threads(options_.threads);
+  const OmpThreadsScope threads(cpu_call_threads(call, options_.threads));
   const WorkspacePlan plan = plan_workspace(call, options_);
   char* workspace = nullptr;
   if (plan.total() > 0) {

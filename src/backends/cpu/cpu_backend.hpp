@@ -26,7 +26,8 @@ struct CpuBackendOptions {
   int64_t panel_columns = 0;
   // gemm_k per block when fp16/bf16 operands are widened to fp32 in the workspace.
   int64_t conversion_k_block = 256;
-  // OpenMP threads a call uses; 0 = omp_get_max_threads() of the calling thread.
+  // OpenMP threads a call uses; 0 = omp_get_max_threads() of the calling thread, except that a
+  // call of at most 2^20 multiply-adds on small operands runs on the calling thread alone.
   int threads = 0;
   CpuGemmEngine engine = default_cpu_gemm_engine();
   // oneDNN only: how alpha = 1, beta = 0 GEMMs run, dnnl_sgemm with beta = 0 or the matmul
@@ -42,6 +43,13 @@ struct CpuBackendOptions {
   // aux and D (tests, benchmark variant).
   bool acc_in_aux = true;
 };
+
+// The OpenMP threads a call runs on: `requested` when it is > 0 (CpuBackendOptions::threads);
+// else 1 for a call of at most 2^20 multiply-adds whose operands each hold fewer than 32768
+// elements (one thread is as fast there, and never waits for a descheduled second one), and 0
+// (the calling thread's omp_get_max_threads()) otherwise. A pure function of the shape, so the
+// same call always runs the same way.
+int cpu_call_threads(const GemmCall& call, int requested);
 
 std::unique_ptr<Backend> create_cpu_backend();
 std::unique_ptr<Backend> create_cpu_backend(const CpuBackendOptions& options);
