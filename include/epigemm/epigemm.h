@@ -154,6 +154,22 @@ const char *epigemm_epilogue_name(epigemm_epilogue_t epilogue);
 const char *epigemm_dtype_name(epigemm_dtype_t dtype);
 const char *epigemm_status_name(epigemm_status_t status);
 
+/* ---- what a backend runs on ---------------------------------------------------------------- */
+
+/* One line saying what a backend runs on in this process, for logs and `epigemm info`:
+ *   cpu       the GEMM engine and its version, the epilogue kernel build (avx512, avx2 or
+ *             scalar) and the OpenMP threads, e.g. "GEMM engine oneDNN 2.6.3 (OpenMP runtime);
+ *             epilogue kernels avx512; up to 2 OpenMP threads per call (...); OMP_WAIT_POLICY unset"
+ *   cuda      the cuBLAS version and the device (name, compute capability, multiprocessors)
+ *   cublaslt  the cuBLASLt version and the device
+ *   reference, auto: what they are.
+ * A backend that is compiled in but cannot run here says why ("not usable here: ...").
+ * *description (out) points into the context: valid until the next epigemm_backend_description
+ * call on it or its destruction. EPIGEMM_STATUS_NOT_SUPPORTED when the backend is not compiled
+ * into this build; EPIGEMM_STATUS_INVALID_VALUE for a value outside epigemm_backend_t. */
+epigemm_status_t epigemm_backend_description(epigemm_context_t ctx, epigemm_backend_t backend,
+                                             const char **description /* out */);
+
 /* ---- GEMM description (the configuration object) ------------------------------------------ */
 
 /* Defaults: transa = transb = N, alpha = 1, beta = 0, epilogue DEFAULT, no bias / aux /

@@ -24,7 +24,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "backends/cpu/epilogue_kernels.hpp"
 #include "core/numeric.hpp"
@@ -162,6 +164,7 @@ class CpuBackend final : public Backend {
   }
   // Above the reference backend (0): this is the CPU's fast path.
   int auto_priority(const GemmCall&) const override { return 10; }
+  std::string description() const override;
   Status run(const GemmCall& call) override;
 
  private:
@@ -175,6 +178,25 @@ class CpuBackend final : public Backend {
   CpuBackendOptions options_;
   const EpilogueKernels& kernels_;
 };
+
+// "GEMM engine oneDNN 2.6.3 (OpenMP runtime); epilogue kernels avx512; up to 2 OpenMP threads
+// per call (...); OMP_WAIT_POLICY unset".
+std::string CpuBackend::description() const {
+  std::string text = "GEMM engine " + cpu_gemm_engine_version(options_.engine) +
+                     "; epilogue kernels " + kernels_.name;
+  if (!usable()) return "not usable here: " + text;
+  if (options_.threads > 0) {
+    text += "; " + std::to_string(options_.threads) + " OpenMP threads per call";
+  } else {
+    text += "; up to " + std::to_string(omp_get_max_threads()) +
+            " OpenMP threads per call (the caller's omp_get_max_threads; 1 for calls of at most "
+            "2^20 multiply-adds)";
+  }
+  // Whether idle OpenMP threads spin or sleep matters on a busy machine (docs/cpu_backend.md).
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  text += std::string("; OMP_WAIT_POLICY ") + (wait_policy != nullptr ? wait_policy : "unset");
+  return text;
+}
 
 // BGRADB: sums[j] = sum over p of op(B)[p, j0 + j], j < width. Each sum is taken by one thread in a
 // fixed order, so the result does not depend on the thread count.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <string>
 
 #if defined(EPIGEMM_CPU_WITH_OPENBLAS)
 #include <cblas.h>
@@ -35,6 +36,32 @@ CpuGemmEngine default_cpu_gemm_engine() {
 
 const char* cpu_gemm_engine_name(CpuGemmEngine engine) {
   return engine == CpuGemmEngine::onednn ? "onednn-sgemm" : "openblas-sgemm";
+}
+
+std::string cpu_gemm_engine_version(CpuGemmEngine engine) {
+  if (!cpu_gemm_engine_available(engine)) {
+    return std::string(cpu_gemm_engine_name(engine)) + ": not compiled into this build";
+  }
+#if defined(EPIGEMM_CPU_WITH_ONEDNN)
+  if (engine == CpuGemmEngine::onednn) {
+    const dnnl_version_t* v = dnnl_version();
+    const char* runtime = v->cpu_runtime == DNNL_RUNTIME_OMP         ? "OpenMP"
+                          : v->cpu_runtime == DNNL_RUNTIME_TBB        ? "TBB"
+                          : v->cpu_runtime == DNNL_RUNTIME_SEQ        ? "sequential"
+                          : v->cpu_runtime == DNNL_RUNTIME_THREADPOOL ? "threadpool"
+                                                                      : "unknown";
+    return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+           std::to_string(v->patch) + " (" + runtime + " runtime)";
+  }
+#endif
+#if defined(EPIGEMM_CPU_WITH_OPENBLAS)
+  if (engine == CpuGemmEngine::openblas) {
+    // The configuration string starts with the version; the core is what the CPU was detected as.
+    return std::string("OpenBLAS (") + openblas_get_config() + "; kernels for " +
+           openblas_get_corename() + ")";
+  }
+#endif
+  return cpu_gemm_engine_name(engine);
 }
 
 bool cpu_gemm_engine_fits(CpuGemmEngine engine, int64_t largest_dimension) {

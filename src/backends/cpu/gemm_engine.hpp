@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "core/status.hpp"
 #include "epigemm/epigemm.h"
@@ -30,6 +31,10 @@ bool cpu_gemm_engine_available(CpuGemmEngine engine);
 // oneDNN when built, else OpenBLAS.
 CpuGemmEngine default_cpu_gemm_engine();
 const char* cpu_gemm_engine_name(CpuGemmEngine engine);
+// The library under the engine and its version, as it reports itself at run time:
+// "oneDNN 2.6.3 (OpenMP runtime)", "OpenBLAS (OpenBLAS 0.3.21 DYNAMIC_ARCH ... ; kernels for
+// SkylakeX)"; "<name>: not compiled into this build" when it is not.
+std::string cpu_gemm_engine_version(CpuGemmEngine engine);
 
 // Whether the engine can take these sizes (cblas takes 32-bit ints here; oneDNN 64-bit).
 bool cpu_gemm_engine_fits(CpuGemmEngine engine, int64_t largest_dimension);

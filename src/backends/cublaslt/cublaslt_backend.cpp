@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <tuple>
 
 #include "backends/cublaslt/cublaslt_preference.hpp"
@@ -177,11 +178,24 @@ class CublasLtBackend final : public Backend {
  public:
   CublasLtBackend() {
     int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    const cudaError_t counted = cudaGetDeviceCount(&devices);
+    if (counted != cudaSuccess || devices == 0) {
+      why_not_usable_ = std::string("no CUDA device (cudaGetDeviceCount: ") +
+                        (counted != cudaSuccess ? cudaGetErrorString(counted) : "0 devices") + ")";
       cudaGetLastError();  // clear the sticky "no device" error for whoever asks next
       return;
     }
-    usable_ = cublasLtCreate(&handle_) == CUBLAS_STATUS_SUCCESS;
+    const cublasStatus_t created = cublasLtCreate(&handle_);
+    usable_ = created == CUBLAS_STATUS_SUCCESS;
+    if (!usable_) why_not_usable_ = std::string("cublasLtCreate: ") + cublasLtGetStatusString(created);
+    int device = 0;
+    cudaDeviceProp properties;
+    if (usable_ && cudaGetDevice(&device) == cudaSuccess &&
+        cudaGetDeviceProperties(&properties, device) == cudaSuccess) {
+      device_ = "device " + std::to_string(device) + ": " + properties.name + ", compute capability " +
+                std::to_string(properties.major) + "." + std::to_string(properties.minor);
+    }
+    cudaGetLastError();
   }
   ~CublasLtBackend() override {
     plans_.clear();
@@ -196,6 +210,13 @@ class CublasLtBackend final : public Backend {
   }
   Support supports(const GemmCall& call) const override;
   Status run(const GemmCall& call) override;
+  // "cuBLASLt 13.1.0 fused epilogues on device 0: NVIDIA H200, compute capability 9.0".
+  std::string description() const override {
+    if (!usable_) return "not usable here: " + why_not_usable_;
+    const size_t version = cublasLtGetVersion();  // major * 10000 + minor * 100 + patch
+    return "cuBLASLt " + std::to_string(version / 10000) + "." + std::to_string(version % 10000 / 100) +
+           "." + std::to_string(version % 100) + " fused epilogues on " + device_;
+  }
 
  private:
   // The cached plan of a case, built (descriptors + heuristic) on first use.
@@ -204,6 +225,8 @@ class CublasLtBackend final : public Backend {
   Status find_algorithm(const GemmCall& call, Plan* p) const;
 
   bool usable_ = false;
+  std::string why_not_usable_;
+  std::string device_;  // "device 0: NVIDIA H200, compute capability 9.0"
   cublasLtHandle_t handle_ = nullptr;
   // Heuristic answers and descriptors, per case; filled lazily from the const support query.
   mutable std::map<PlanKey, std::unique_ptr<Plan>> plans_;
