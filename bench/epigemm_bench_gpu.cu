@@ -485,6 +485,10 @@ std::string fmt(double v, int digits = 3) {
 
 }  // namespace
 
+constexpr char kUsage[] =
+    "usage: epigemm_bench_gpu [--out DIR] [--reps N] [--warmup N] [--shapes all|small|T,I,O;...]\n"
+    "                         [--passes fprop,dgrad,wgrad] [--dtype bf16]";
+
 int main(int argc, char** argv) {
   std::string out_dir = ".";
   Timing timing;
@@ -505,9 +509,15 @@ int main(int argc, char** argv) {
       // The harness's buffers, fills and cuBLAS types are bf16 throughout; other dtypes are
       // measured by the test matrix for correctness but not benchmarked yet.
       if (value() != "bf16") die("--dtype: only bf16 is benchmarked on the GPU so far");
+    } else if (arg == "--help" || arg == "-h") {
+      std::printf("%s\n"
+                  "Writes bench_gpu.csv and bench_gpu.md into --out (default .); docs/cuda_backend.md\n"
+                  "says how to read them.\n", kUsage);
+      return 0;
     } else {
-      die("usage: epigemm_bench_gpu [--out DIR] [--reps N] [--warmup N] [--shapes all|small|T,I,O;...] "
-          "[--passes fprop,dgrad,wgrad] [--dtype bf16]");
+      // A usage mistake: one line, exit code 2 (as the epigemm program's).
+      std::fprintf(stderr, "epigemm_bench_gpu: unknown option %s (see epigemm_bench_gpu --help)\n", arg.c_str());
+      return 2;
     }
   }
 
