@@ -230,7 +230,7 @@ struct TensorSet {
       bias_grad_out, acc_f32;
 };
 
-// A pass's GEMM in GEMM coordinates over one set's buffers (the table of SPEC §1).
+// A pass's GEMM in GEMM coordinates over one set's buffers (docs/conventions.md, "Layout").
 struct GemmShape {
   epigemm_op_t transa, transb;
   int64_t m, n, k, lda, ldb, ldd;
@@ -1060,7 +1060,7 @@ int main(int argc, char** argv) {
                 best == &r ? "this" : best->variant.c_str(), fmt(best->bandwidth / copy_tbps).c_str());
   }
 
-  // ---- the dispatcher (issue 5): auto against the better of cuda and cublaslt, and against
+  // ---- the dispatcher: auto against the better of cuda and cublaslt, and against
   // cuBLASLt's fused epilogue called directly, over every epilogue case but DEFAULT ----
   std::ostringstream dmd;
   dmd << "# epigemm dispatch: auto against cuda, cublaslt and cuBLASLt fused (bf16)\n\n" << header.str() << ".\n\n"
