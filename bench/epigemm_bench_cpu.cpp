@@ -1,6 +1,6 @@
 // epigemm_bench_cpu: the cpu backend against its math floor and against oneDNN's fused matmul,
-// fp32, on the CPU shapes of ../shared/PERF.md and a (1024, 1024, 4096) layer
-// (docs/cpu_backend.md explains the paths and the numbers).
+// fp32, on the three CPU benchmark layer shapes and a (1024, 1024, 4096) layer
+// (docs/dev/cpu_backend.md explains the paths and the numbers).
 //
 // For each layer shape (tokens, in, out) and pass (fprop, dgrad, wgrad; GEMM coordinates from
 // the library's one mapping, map_layer_to_gemm), in one run:

@@ -1,5 +1,5 @@
 // epigemm_bench_gpu: the cuda backend against its floors and against cuBLASLt's fused epilogues,
-// bf16, on the public shapes of PERF.md (docs/cuda_backend.md explains every column).
+// bf16, on the five public benchmark shapes (docs/dev/cuda_backend.md explains every column).
 //
 // For each shape (tokens, in, out) and pass (fprop / dgrad / wgrad, GEMM coordinates from the
 // table in docs/conventions.md), in one run:
@@ -433,7 +433,7 @@ std::string shape_name(const Shape& s) {
   return o.str();
 }
 
-// The fewest bytes an epilogue must move beside the GEMM (PERF.md, "bytes floor"): D re-read and
+// The fewest bytes an epilogue must move beside the GEMM (its "bytes floor"): D re-read and
 // re-written in its own dtype, aux written or read once, op(B) read once for BGRADB.
 double epilogue_floor_bytes(epigemm_epilogue_t e, int64_t m, int64_t n, int64_t k) {
   const double elems = double(m) * double(n);
@@ -511,7 +511,7 @@ int main(int argc, char** argv) {
       if (value() != "bf16") die("--dtype: only bf16 is benchmarked on the GPU so far");
     } else if (arg == "--help" || arg == "-h") {
       std::printf("%s\n"
-                  "Writes bench_gpu.csv and bench_gpu.md into --out (default .); docs/cuda_backend.md\n"
+                  "Writes bench_gpu.csv and bench_gpu.md into --out (default .); docs/dev/cuda_backend.md\n"
                   "says how to read them.\n", kUsage);
       return 0;
     } else {

@@ -19,7 +19,7 @@ With each paired estimate goes a distribution-free 95% confidence interval for t
 per-round ratios (order statistics of the binomial(n, 1/2) law: no resampling, no assumption of
 normality); a row whose interval contains its target is counted as "undecided" as well: this
 run cannot tell on which side of the target it lies.
-Targets (docs/cpu_backend.md): forward epilogues <= 1.10x the floor and <= 1.00x oneDNN fused; backward
+Targets (docs/dev/cpu_backend.md, "Measured"): forward epilogues <= 1.10x the floor and <= 1.00x oneDNN fused; backward
 epilogues <= 1.10x the floor. Both estimates are printed; neither is hidden.
 """
 import csv

@@ -408,7 +408,7 @@ TEST(CpuBackend, SmallPanelsAndBlocksMatchTheReference) {
 
 // ---- which oneDNN call runs an alpha = 1, beta = 0 GEMM ---------------------------------------
 
-// onednn_overwrite_for_shape against the measurements it was made from (docs/cpu_backend.md,
+// onednn_overwrite_for_shape against the measurements it was made from (docs/dev/cpu_backend.md,
 // `epigemm_bench_cpu --engines`, cpu[matmul] over cpu[sgemm] in the comments), in GEMM
 // coordinates (fprop: T, N, out, tokens, in; dgrad: N, N, in, tokens, out; wgrad: N, T, in, out,
 // tokens): the GEMM shapes where one call was faster by more than 5% and the rule follows it.

@@ -1,6 +1,6 @@
 // The cpu backend's driver (cpu_backend.hpp): panels of D, the GEMM of each panel, its epilogue,
 // the workspace, the threads. Formulas: docs/conventions.md; design and numbers:
-// docs/cpu_backend.md.
+// docs/dev/cpu_backend.md.
 //
 // D is cut into panels of columns: one panel (all of gemm_n) when A, B and D are fp32, which the
 // benchmark measured fastest here (oneDNN repacks op(A) for every GEMM call, and the 300 MB L3
@@ -45,7 +45,7 @@ constexpr int64_t kParallelElements = 1 << 15;
 // or faster up to 96^3 (64^3 fprop: 8-17 us against 14-21 us on two), two threads faster from
 // 112^3 (32-38 us against 40-44 us). And a call without an OpenMP team never waits for a second
 // thread that the OS has descheduled: on a busy machine a 64^3 call took 28-32 ms on two threads
-// and 8-17 us on one (docs/cpu_backend.md, "Threads on a busy machine").
+// and 8-17 us on one (docs/dev/cpu_backend.md, "Threads on a busy machine").
 constexpr int64_t kOneThreadMultiplyAdds = int64_t(1) << 20;
 
 size_t round_up(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
@@ -287,7 +287,7 @@ Status CpuBackend::panel_product(const GemmCall& call, const WorkspacePlan& plan
   // cblas_sgemm. Otherwise the engine computes alpha op(A) op(B) + beta C, and C must hold D_old
   // when beta != 0. With beta = 0 C is not read (BLAS semantics; dnnl_sgemm keeps them: a probe of
   // 3000 random shapes, transposes, leading dimensions, alphas and 1-2 threads on a C full of NaN
-  // or Inf never leaked one, docs/cpu_backend.md; and the test matrix poisons D with NaN before
+  // or Inf never leaked one, docs/dev/cpu_backend.md; and the test matrix poisons D with NaN before
   // every call), so acc needs no zero fill.
   // The shape the rule sees is that of one engine call: with fp16/bf16 operands, a gemm_k block.
   const bool alpha_one_beta_zero = call.alpha == 1.0f && call.beta == 0.0f;
@@ -305,7 +305,7 @@ Status CpuBackend::panel_product(const GemmCall& call, const WorkspacePlan& plan
   // fill writes D once; a pass would read and write it). GELU_AUX_BIAS is not filled: its GELU
   // pass, bound by its arithmetic, adds the bias and stores aux for next to nothing, while the
   // fill is a pass over memory of its own (measured 2026-11-30: GELU_AUX_BIAS with the fill cost
-  // 4-5% more than GELU_AUX on (1024, 768, 3072), docs/cpu_backend.md).
+  // 4-5% more than GELU_AUX on (1024, 768, 3072), docs/dev/cpu_backend.md).
   const bool fill_bias = !overwrite && call.beta == 0.0f && gemm_bias != nullptr &&
                          call.epilogue == EPIGEMM_EPILOGUE_BIAS;
   const float gemm_beta = fill_bias ? 1.0f : call.beta;

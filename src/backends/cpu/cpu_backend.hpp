@@ -1,4 +1,4 @@
-// The cpu backend (docs/cpu_backend.md): for each panel of D's columns, a plain fp32 BLAS GEMM
+// The cpu backend (docs/dev/cpu_backend.md): for each panel of D's columns, a plain fp32 BLAS GEMM
 // (gemm_engine.hpp) and right after it the epilogue kernels (epilogue_kernels.hpp) while the panel
 // is still in cache. Host memory only; every epilogue, dtype, transpose, alpha/beta and leading
 // dimension of docs/conventions.md. TF32 does not exist on the CPU: allow_tf32 is ignored and
@@ -20,7 +20,7 @@ constexpr int64_t kWidenedPanelColumns = 512;
 
 struct CpuBackendOptions {
   // Columns of D (gemm_n) per panel; 0 picks: all of gemm_n when A, B and D are fp32 (measured
-  // fastest on the benchmark machine, docs/cpu_backend.md), kWidenedPanelColumns when fp16/bf16
+  // fastest on the benchmark machine, docs/dev/cpu_backend.md), kWidenedPanelColumns when fp16/bf16
   // storage is widened through the workspace (which bounds the workspace). Fixed per call shape
   // and backend instance, so it fixes the order of the DGELU_BGRAD partial sums too.
   int64_t panel_columns = 0;
@@ -32,7 +32,7 @@ struct CpuBackendOptions {
   CpuGemmEngine engine = default_cpu_gemm_engine();
   // oneDNN only: how alpha = 1, beta = 0 GEMMs run, dnnl_sgemm with beta = 0 or the matmul
   // primitive (adds the bias; neither reads D). by_shape: onednn_overwrite_for_shape of the GEMM
-  // call (gemm_engine.hpp, measured in docs/cpu_backend.md); the other two force one call (tests,
+  // call (gemm_engine.hpp, measured in docs/dev/cpu_backend.md); the other two force one call (tests,
   // benchmark variants).
   OnednnOverwrite onednn_overwrite = OnednnOverwrite::by_shape;
   // Which build of the epilogue kernels runs: the widest this CPU allows, or a narrower one

@@ -70,10 +70,10 @@ bool cpu_gemm_engine_fits(CpuGemmEngine engine, int64_t largest_dimension) {
 
 // Measured with `epigemm_bench_cpu --engines` on the benchmark machine (2 cores, AVX-512, oneDNN
 // 2.6), 87 layer passes of tokens 64-2048 x (in, out) in (768, 3072), (3072, 768), (1024, 4096),
-// (4096, 1024), (4096, 4096); docs/cpu_backend.md has the table. In every fprop layout (op(A) =
+// (4096, 1024), (4096, 4096); docs/dev/cpu_backend.md has the table. In every fprop layout (op(A) =
 // A^T, op(B) = B: gemm_m = out_features, gemm_n = tokens, gemm_k = in_features) with gemm_n <= 512
 // the matmul primitive took 0.58-1.00 of the time of dnnl_sgemm on a zero-filled D (the backend
-// filled D before dnnl_sgemm then; since 2026-11-30 it does not, docs/cpu_backend.md) (e.g.
+// filled D before dnnl_sgemm then; since 2026-11-30 it does not, docs/dev/cpu_backend.md) (e.g.
 // (512, 4096, 4096) fprop 92 vs 107 ms). Elsewhere dnnl_sgemm won most cases, the primitive losing
 // by up to 2.6x (dgrad and wgrad of (tokens, 3072, 768)); the primitive's wins there are not in
 // the rule because no group of them was consistent: fprop at 768-1024 tokens (3 of 8 cases), dgrad

@@ -2,7 +2,7 @@
 // the epilogue kernels are added to. Two engines, chosen per backend instance:
 //   - oneDNN's dnnl_sgemm (libdnnl-dev): OpenMP threads, JIT kernels picked from CPUID flags;
 //   - OpenBLAS's cblas_sgemm (libopenblas-dev): its own pthreads, kernels picked from the CPU model.
-// docs/cpu_backend.md has the measurements that make oneDNN the default where both exist.
+// docs/dev/cpu_backend.md has the measurements that make oneDNN the default where both exist.
 #pragma once
 
 #include <cstdint>
@@ -17,12 +17,12 @@ enum class CpuGemmEngine { onednn, openblas };
 
 // How the oneDNN engine runs a GEMM with alpha = 1 and beta = 0 (every layer call but an
 // accumulating wgrad): dnnl_sgemm with beta = 0, or oneDNN's matmul primitive (which also adds a
-// bias; neither reads C). Neither is faster on every shape (docs/cpu_backend.md has the
+// bias; neither reads C). Neither is faster on every shape (docs/dev/cpu_backend.md has the
 // measurements); by_shape picks per call with onednn_overwrite_for_shape.
 enum class OnednnOverwrite { by_shape, sgemm, matmul_primitive };
 
 // The per-shape choice for one engine call (m x n = op(A) op(B), op(A) m x k), a pure function
-// measured on the benchmark machine (gemm_engine.cpp, docs/cpu_backend.md); never by_shape.
+// measured on the benchmark machine (gemm_engine.cpp, docs/dev/cpu_backend.md); never by_shape.
 OnednnOverwrite onednn_overwrite_for_shape(epigemm_op_t transa, epigemm_op_t transb, int64_t m,
                                            int64_t n, int64_t k);
 

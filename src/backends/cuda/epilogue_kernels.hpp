@@ -57,8 +57,8 @@ struct TileArgs {
 };
 
 // The configuration each op uses, indexed by TileOp: the best mean over the three largest public
-// shapes on the H200 in two runs (kernel_config rows; 2026-11-30 00:56 and 01:05 UTC, results in
-// bench/results/h200-2026-11-30-*; where two were within noise, the better on the small shapes).
+// shapes on the H200 in two runs (kernel_config rows; the 2026-11-30 00:56 and 01:05 UTC sweeps,
+// docs/dev/cuda_backend.md; where two were within noise, the better on the small shapes).
 constexpr int kDefaultVectorConfig[kTileOpCount] = {9, 9, 12, 1, 8, 5, 5};
 
 // Grid size in waves: the column chunks are sized so that the grid holds about `waves` times the

@@ -15,7 +15,7 @@ constexpr int kRowsPerThread = 8;
 // Launch configurations of the vector path: threads of a block along rows (the block's
 // contiguous run per column is 8 threads_x elements), columns loaded per thread before
 // computing (bytes in flight per thread) and the blocks per multiprocessor that the register
-// cap guarantees (warps in flight). Chosen per op by measurement (docs/cuda_backend.md,
+// cap guarantees (warps in flight). Chosen per op by measurement (docs/dev/cuda_backend.md,
 // bench/epigemm_bench_gpu prints every configuration).
 struct TileConfig {
   int threads_x;
