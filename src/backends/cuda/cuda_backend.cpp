@@ -150,8 +150,12 @@ class CudaBackend final : public Backend {
 
 Status CudaBackend::init() {
   int devices = 0;
-  EPIGEMM_CUDA_CHECK(cudaGetDeviceCount(&devices));
-  if (devices == 0) return EPIGEMM_BACKEND_ERROR("no CUDA device");
+  const cudaError_t counted = cudaGetDeviceCount(&devices);
+  if (counted != cudaSuccess || devices == 0) {
+    // The usual reason on a machine without a GPU: said plainly, for epigemm_backend_description.
+    return error(EPIGEMM_STATUS_BACKEND_ERROR, "no CUDA device (cudaGetDeviceCount: ",
+                 counted != cudaSuccess ? cudaGetErrorString(counted) : "0 devices", ")");
+  }
   // Fails when this build holds no kernel image for the device (it is built for sm_90a).
   EPIGEMM_RETURN_IF_ERROR(cuda::query_kernel_tuning(&tuning_));
   EPIGEMM_CUBLAS_CHECK(cublasCreate(&handle_));
