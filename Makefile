@@ -35,7 +35,7 @@ build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS); status=$$?; sh $(CURDIR)/scripts/test_skip_summary.sh Testing/Temporary/LastTest.log; exit $$status
 
 run: deps
 	@if [ ! -f $(RUN_BUILD_DIR)/CMakeCache.txt ]; then \

@@ -1,6 +1,6 @@
 // epigemm_bench_cpu: the cpu backend against its math floor and against oneDNN's fused matmul,
-// fp32, on the CPU shapes of ../shared/PERF.md and a (1024, 1024, 4096) layer
-// (docs/cpu_backend.md explains the paths and the numbers).
+// fp32, on the three CPU benchmark layer shapes and a (1024, 1024, 4096) layer
+// (docs/dev/cpu_backend.md explains the paths and the numbers).
 //
 // For each layer shape (tokens, in, out) and pass (fprop, dgrad, wgrad; GEMM coordinates from
 // the library's one mapping, map_layer_to_gemm), in one run:
@@ -34,6 +34,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -84,18 +85,56 @@ struct Options {
   bool engines = false;  // only the GEMM paths the engine choice compares (DEFAULT)
 };
 
+const char kUsage[] =
+    "usage: epigemm_bench_cpu [--shapes t,i,o;t,i,o...] [--reps N] [--warmup N]\n"
+    "                         [--out DIR] [--rotation-mb MB] [--passes fprop,dgrad,wgrad]\n"
+    "                         [--no-variants] [--panels W,W...] [--engines]\n";
+
+// --help: what the program measures and every option, on stdout.
+[[noreturn]] void help() {
+  std::printf(
+      "epigemm_bench_cpu: the cpu backend against the plain fp32 GEMM (OpenBLAS, oneDNN) and\n"
+      "oneDNN's fused matmul, per layer shape, pass (fprop, dgrad, wgrad) and epilogue.\n"
+      "Each path is checked against a double recomputation before it is timed; writes\n"
+      "<out>/cpu-<date>.csv (every timed call) and .md (medians) and prints the table.\n\n"
+      "%s\n"
+      "  --shapes t,i,o;...   layer shapes tokens,in_features,out_features\n"
+      "                       (default 2048,1024,4096;512,4096,4096;1024,768,3072;1024,1024,4096)\n"
+      "  --reps N             timed calls per path (default 7)\n"
+      "  --warmup N           untimed calls per path first (default 2)\n"
+      "  --out DIR            where the results go (default bench/results; created if missing)\n"
+      "  --rotation-mb MB     input sets rotated call by call, together at least MB (default 1024)\n"
+      "  --passes LIST        fprop, dgrad and/or wgrad (default all three)\n"
+      "  --no-variants        only the floors, cpu and oneDNN fused (not cpu[panel=..] etc.)\n"
+      "  --panels W,W...      extra cpu[panel=W] variants\n"
+      "  --engines            only the GEMM paths the oneDNN call choice is made from (DEFAULT)\n"
+      "  --help               this text\n\n"
+      "docs/cpu_backend.md says how to read the results; scripts/cpu_verdict.py summarizes a csv.\n",
+      kUsage);
+  std::exit(0);
+}
+
+// A usage mistake: one line on stderr saying what, exit code 2 (as the epigemm program does).
 [[noreturn]] void usage(const char* message) {
-  std::fprintf(stderr,
-               "epigemm_bench_cpu: %s\n"
-               "usage: epigemm_bench_cpu [--shapes t,i,o;t,i,o...] [--reps N] [--warmup N]\n"
-               "                         [--out DIR] [--rotation-mb MB] [--passes fprop,dgrad,wgrad]\n"
-               "                         [--no-variants] [--panels W,W...] [--engines]\n",
-               message);
+  std::fprintf(stderr, "epigemm_bench_cpu: %s (see epigemm_bench_cpu --help)\n", message);
   std::exit(2);
+}
+
+// An integer in [min, max] written in full ("12x" is not 12): the option's value or a usage error.
+int64_t integer(const std::string& option, const std::string& text, int64_t min, int64_t max) {
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || value < min || value > max) {
+    usage((option + ": expected an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
+           "], got '" + text + "'").c_str());
+  }
+  return value;
 }
 
 Options parse(int argc, char** argv) {
   Options o;
+  constexpr int64_t kLargestSize = int64_t(1) << 20;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -107,30 +146,44 @@ Options parse(int argc, char** argv) {
       std::stringstream all(value());
       std::string one;
       while (std::getline(all, one, ';')) {
-        Layer l{};
-        if (std::sscanf(one.c_str(), "%ld,%ld,%ld", &l.tokens, &l.in, &l.out) != 3) {
-          usage(("bad shape " + one).c_str());
+        std::stringstream fields(one);
+        std::string tokens, in, out, extra;
+        if (!std::getline(fields, tokens, ',') || !std::getline(fields, in, ',') ||
+            !std::getline(fields, out, ',') || std::getline(fields, extra, ',')) {
+          usage(("--shapes: expected tokens,in,out, got '" + one + "'").c_str());
         }
-        o.layers.push_back(l);
+        o.layers.push_back(Layer{integer("--shapes", tokens, 1, kLargestSize),
+                                 integer("--shapes", in, 1, kLargestSize),
+                                 integer("--shapes", out, 1, kLargestSize)});
       }
+      if (o.layers.empty()) usage("--shapes: expected at least one tokens,in,out");
     } else if (arg == "--reps") {
-      o.timing.repetitions = std::atoi(value().c_str());
+      o.timing.repetitions = int(integer(arg, value(), 1, 100000));
     } else if (arg == "--warmup") {
-      o.timing.warmup = std::atoi(value().c_str());
+      o.timing.warmup = int(integer(arg, value(), 0, 100000));
     } else if (arg == "--out") {
       o.out = value();
     } else if (arg == "--rotation-mb") {
-      o.rotation_mb = std::atof(value().c_str());
+      o.rotation_mb = double(integer(arg, value(), 0, 1 << 20));
     } else if (arg == "--passes") {
       o.passes = value();
+      std::stringstream all(o.passes);
+      std::string one;
+      while (std::getline(all, one, ',')) {
+        if (one != "fprop" && one != "dgrad" && one != "wgrad") {
+          usage(("--passes: expected fprop, dgrad or wgrad, got '" + one + "'").c_str());
+        }
+      }
     } else if (arg == "--panels") {
       std::stringstream all(value());
       std::string one;
-      while (std::getline(all, one, ',')) o.panel_widths.push_back(std::atol(one.c_str()));
+      while (std::getline(all, one, ',')) o.panel_widths.push_back(integer(arg, one, 1, kLargestSize));
     } else if (arg == "--engines") {
       o.engines = true;
     } else if (arg == "--no-variants") {
       o.variants = false;
+    } else if (arg == "--help" || arg == "-h") {
+      help();
     } else {
       usage(("unknown option " + arg).c_str());
     }

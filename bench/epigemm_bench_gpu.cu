@@ -1,5 +1,5 @@
 // epigemm_bench_gpu: the cuda backend against its floors and against cuBLASLt's fused epilogues,
-// bf16, on the public shapes of PERF.md (docs/cuda_backend.md explains every column).
+// bf16, on the five public benchmark shapes (docs/dev/cuda_backend.md explains every column).
 //
 // For each shape (tokens, in, out) and pass (fprop / dgrad / wgrad, GEMM coordinates from the
 // table in docs/conventions.md), in one run:
@@ -230,7 +230,7 @@ struct TensorSet {
       bias_grad_out, acc_f32;
 };
 
-// A pass's GEMM in GEMM coordinates over one set's buffers (the table of SPEC §1).
+// A pass's GEMM in GEMM coordinates over one set's buffers (docs/conventions.md, "Layout").
 struct GemmShape {
   epigemm_op_t transa, transb;
   int64_t m, n, k, lda, ldb, ldd;
@@ -433,7 +433,7 @@ std::string shape_name(const Shape& s) {
   return o.str();
 }
 
-// The fewest bytes an epilogue must move beside the GEMM (PERF.md, "bytes floor"): D re-read and
+// The fewest bytes an epilogue must move beside the GEMM (its "bytes floor"): D re-read and
 // re-written in its own dtype, aux written or read once, op(B) read once for BGRADB.
 double epilogue_floor_bytes(epigemm_epilogue_t e, int64_t m, int64_t n, int64_t k) {
   const double elems = double(m) * double(n);
@@ -485,6 +485,10 @@ std::string fmt(double v, int digits = 3) {
 
 }  // namespace
 
+constexpr char kUsage[] =
+    "usage: epigemm_bench_gpu [--out DIR] [--reps N] [--warmup N] [--shapes all|small|T,I,O;...]\n"
+    "                         [--passes fprop,dgrad,wgrad] [--dtype bf16]";
+
 int main(int argc, char** argv) {
   std::string out_dir = ".";
   Timing timing;
@@ -505,9 +509,15 @@ int main(int argc, char** argv) {
       // The harness's buffers, fills and cuBLAS types are bf16 throughout; other dtypes are
       // measured by the test matrix for correctness but not benchmarked yet.
       if (value() != "bf16") die("--dtype: only bf16 is benchmarked on the GPU so far");
+    } else if (arg == "--help" || arg == "-h") {
+      std::printf("%s\n"
+                  "Writes bench_gpu.csv and bench_gpu.md into --out (default .); docs/dev/cuda_backend.md\n"
+                  "says how to read them.\n", kUsage);
+      return 0;
     } else {
-      die("usage: epigemm_bench_gpu [--out DIR] [--reps N] [--warmup N] [--shapes all|small|T,I,O;...] "
-          "[--passes fprop,dgrad,wgrad] [--dtype bf16]");
+      // A usage mistake: one line, exit code 2 (as the epigemm program's).
+      std::fprintf(stderr, "epigemm_bench_gpu: unknown option %s (see epigemm_bench_gpu --help)\n", arg.c_str());
+      return 2;
     }
   }
 
@@ -1050,7 +1060,7 @@ int main(int argc, char** argv) {
                 best == &r ? "this" : best->variant.c_str(), fmt(best->bandwidth / copy_tbps).c_str());
   }
 
-  // ---- the dispatcher (issue 5): auto against the better of cuda and cublaslt, and against
+  // ---- the dispatcher: auto against the better of cuda and cublaslt, and against
   // cuBLASLt's fused epilogue called directly, over every epilogue case but DEFAULT ----
   std::ostringstream dmd;
   dmd << "# epigemm dispatch: auto against cuda, cublaslt and cuBLASLt fused (bf16)\n\n" << header.str() << ".\n\n"

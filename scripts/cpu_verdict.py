@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Issue 3's verdict from a CPU benchmark CSV (bench/epigemm_bench_cpu --out DIR).
+"""The cpu backend's verdict against its targets, from a CPU benchmark CSV
+(bench/epigemm_bench_cpu --out DIR).
 
     python3 scripts/cpu_verdict.py bench/results/cpu-<date>.csv [more runs' CSVs ...]
 
 Given several CSVs (runs of the same code), it pools them: the medians are taken over every
 run's calls together, and the paired ratios are formed within each run's rounds, then pooled.
 
-For every epilogue row of the `cpu` path it prints two estimates of each ratio the issue judges:
+For every epilogue row of the `cpu` path it prints two estimates of each ratio the targets judge:
 - "x floor": the median time over the median time of the math floor (the fastest plain GEMM of
   the same shape and pass), as the results table has it;
 - "paired": the median over the timed rounds of (cpu time / floor time in the same round). The
@@ -18,7 +19,7 @@ With each paired estimate goes a distribution-free 95% confidence interval for t
 per-round ratios (order statistics of the binomial(n, 1/2) law: no resampling, no assumption of
 normality); a row whose interval contains its target is counted as "undecided" as well: this
 run cannot tell on which side of the target it lies.
-Targets (issue 3): forward epilogues <= 1.10x the floor and <= 1.00x oneDNN fused; backward
+Targets (docs/dev/cpu_backend.md, "Measured"): forward epilogues <= 1.10x the floor and <= 1.00x oneDNN fused; backward
 epilogues <= 1.10x the floor. Both estimates are printed; neither is hidden.
 """
 import csv

@@ -5,15 +5,14 @@
 #
 #   bash scripts/gpu_check.sh prepare   # here, once: copies /usr/src/googletest into .gtest-src
 #                                       # (ignored) for a GPU machine without GoogleTest; carry it
-#   bash scripts/gpu_check.sh           # on the GPU machine (device tool: carry [".gtest-src"])
+#   bash scripts/gpu_check.sh           # on the GPU machine, with .gtest-src copied along
 #
 # Environment: TESTS_FILTER / MEMCHECK_FILTER / RACECHECK_FILTER (gtest filters; TESTS_FILTER
 # defaults to the whole binary), BENCH_ARGS (e.g. "--reps 40").
 # DISPATCH_REFRESH=1: afterwards, regenerate src/backends/cublaslt/dispatch_table.inc from this
 # run's benchmark (scripts/make_dispatch_table.py), rebuild, run the dispatch and cublaslt/auto
 # tests and the whole benchmark again with the new table compiled in (results in $OUT/rerun).
-# PACK=1: at the end, pack everything under $OUT into $OUT/gpu-check.tgz (the device tool
-# returns at most 8 files).
+# PACK=1: at the end, pack everything under $OUT into $OUT/gpu-check.tgz (one file to copy back).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD

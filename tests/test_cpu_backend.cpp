@@ -8,7 +8,8 @@
 //     small panels / k blocks giving the same results as the defaults;
 //   - odd leading dimensions and misaligned pointers through every kernel build this CPU runs
 //     (the matrix reaches only the widest), against the reference;
-//   - the other GEMM paths: oneDNN's matmul primitive and the OpenBLAS engine.
+//   - the other GEMM paths: oneDNN's matmul primitive and the OpenBLAS engine;
+//   - which calls run on the calling thread alone.
 #include <gtest/gtest.h>
 
 #if defined(EPIGEMM_BUILT_WITH_CPU_BACKEND)
@@ -407,7 +408,7 @@ TEST(CpuBackend, SmallPanelsAndBlocksMatchTheReference) {
 
 // ---- which oneDNN call runs an alpha = 1, beta = 0 GEMM ---------------------------------------
 
-// onednn_overwrite_for_shape against the measurements it was made from (docs/cpu_backend.md,
+// onednn_overwrite_for_shape against the measurements it was made from (docs/dev/cpu_backend.md,
 // `epigemm_bench_cpu --engines`, cpu[matmul] over cpu[sgemm] in the comments), in GEMM
 // coordinates (fprop: T, N, out, tokens, in; dgrad: N, N, in, tokens, out; wgrad: N, T, in, out,
 // tokens): the GEMM shapes where one call was faster by more than 5% and the rule follows it.
@@ -669,6 +670,35 @@ TEST(CpuBackend, LinearWorkspaceQueryCoversEveryVectorDtype) {
               EPIGEMM_STATUS_SUCCESS) << epigemm_context_last_error(ctx);
   }
   epigemm_context_destroy(ctx);
+}
+
+// Small calls run on the calling thread alone (no OpenMP team to wait for); larger ones, and any
+// shape when the options ask for a thread count, follow the options / the caller's OpenMP setting.
+TEST(CpuBackend, SmallCallsRunOnTheCallingThreadAlone) {
+  auto threads = [](int64_t m, int64_t n, int64_t k, int requested) {
+    GemmCall call;
+    call.gemm_m = m;
+    call.gemm_n = n;
+    call.gemm_k = k;
+    return epigemm::cpu_call_threads(call, requested);
+  };
+  EXPECT_EQ(threads(64, 64, 64, 0), 1);
+  EXPECT_EQ(threads(101, 101, 101, 0), 1);  // 1030301 <= 2^20 multiply-adds
+  EXPECT_EQ(threads(102, 102, 102, 0), 0);  // 1061208 > 2^20
+  EXPECT_EQ(threads(0, 0, 0, 0), 1);
+  // Few multiply-adds but an operand of 32768 elements or more: its pass is worth two threads.
+  EXPECT_EQ(threads(8, 4096, 8, 0), 0);       // D is 32768 elements
+  EXPECT_EQ(threads(8, 8, 2048, 0), 1);       // every operand under 32768 elements
+  EXPECT_EQ(threads(8, 8, 4096, 0), 0);       // op(A) and op(B) are 32768 elements
+  EXPECT_EQ(threads(1, 32768, 1, 0), 0);      // op(B) and D are 32768 elements
+  // Sizes whose products overflow int64 are not small, and do not overflow on the way.
+  const int64_t huge = int64_t(1) << 40;
+  EXPECT_EQ(threads(huge, huge, huge, 0), 0);
+  EXPECT_EQ(threads(huge, 0, huge, 0), 0);  // D empty, but op(A) is huge
+  EXPECT_EQ(threads(0, 0, huge, 0), 1);     // nothing to multiply or sum
+  // An explicit thread count wins whatever the shape.
+  EXPECT_EQ(threads(64, 64, 64, 2), 2);
+  EXPECT_EQ(threads(4096, 4096, 4096, 1), 1);
 }
 
 }  // namespace

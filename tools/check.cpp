@@ -1,4 +1,4 @@
-// `epigemm check`: a seeded random sample of the SPEC §5 test matrix (every epilogue x every
+// `epigemm check`: a seeded random sample of the test matrix (tests/harness/README.md: every epilogue x every
 // transa/transb x dtype combinations x accumulate x odd shapes x padded leading dimensions),
 // run on every usable backend and compared with the reference backend. When the reference is
 // the only usable backend, it is compared with the independent naive computation of
@@ -27,7 +27,7 @@ const epigemm_epilogue_t kEpilogues[] = {
     EPIGEMM_EPILOGUE_GELU_AUX_BIAS, EPIGEMM_EPILOGUE_DGELU, EPIGEMM_EPILOGUE_DGELU_BGRAD,
     EPIGEMM_EPILOGUE_BGRADB};
 const epigemm_dtype_t kDtypes[] = {EPIGEMM_DTYPE_F32, EPIGEMM_DTYPE_F16, EPIGEMM_DTYPE_BF16};
-// Sizes of SPEC §5: 1, odd primes, sizes that are not multiples of 8 or 16, and round ones.
+// The test matrix's sizes: 1, odd primes, sizes that are not multiples of 8 or 16, and round ones.
 const int64_t kSizes[] = {1, 2, 7, 8, 16, 17, 31, 64, 100, 128, 229, 541};
 // Half the cases are "aligned": multiples of 16, default leading dimensions and epilogue
 // operands in D's dtype, the calls that vendor fast paths (cuBLASLt) take instead of declining.
@@ -265,8 +265,9 @@ std::string error_text(const Comparison& c) {
 
 int run_check(int argc, char** argv, int first) {
   Options options("check",
-                  "Runs a seeded random sample of the test matrix (SPEC section 5) on every usable backend and\n"
-                  "compares each result with the reference backend; prints a pass/fail table. When the\n"
+                  "Runs a seeded random sample of the test matrix (every epilogue x transpose x dtype, odd\n"
+                  "shapes, padded leading dimensions) on every usable backend and compares each result\n"
+                  "with the reference backend; prints a pass/fail table. When the\n"
                   "reference is the only usable backend, compares it with an independent naive computation.");
   options.add("cases", "N", "cases in the sample", "64");
   options.add("seed", "N", "seed of the sample (printed, so a failure can be replayed)", "time of day");
@@ -302,7 +303,7 @@ int run_check(int argc, char** argv, int first) {
               (unsigned long long)seed);
   if (against_naive) {
     std::printf("only the reference backend is %s: checking it against the independent naive\n"
-                "computation of tools/naive_gemm.cpp (long double, SPEC formulas)\n",
+                "computation of tools/naive_gemm.cpp (long double, the formulas of docs/conventions.md)\n",
                 choice == 1 ? "selected" : "usable here");
   } else {
     std::printf("comparing with the reference backend:");

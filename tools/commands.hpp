@@ -3,7 +3,12 @@
 // options it does not understand.
 #pragma once
 
+#include <cstdio>
+
 namespace epigemm_cli {
+
+// "epigemm 0.1.0": `epigemm --version` and the first line of `epigemm info`.
+void print_version(std::FILE* out);
 
 int run_demo(int argc, char** argv, int first);
 int run_check(int argc, char** argv, int first);

@@ -19,9 +19,10 @@ void print_usage(std::FILE* out) {
                "commands:\n"
                "  demo    train a two-layer GELU MLP whose linear layers are epigemm calls, check its gradients\n"
                "  check   compare a random sample of the test matrix on every usable backend with the reference\n"
-               "  info    version, backends compiled in and usable here, device, library versions\n"
-               "  bench   run the benchmark program of bench/\n\n"
-               "`epigemm <command> --help` describes each command's options.\n");
+               "  info    version, backends compiled in and usable here and what each runs on, devices\n"
+               "  bench   run the benchmark program of bench/ (the GPU one, or the CPU one without a GPU)\n\n"
+               "`epigemm <command> --help` describes each command's options; `epigemm --version`\n"
+               "prints the library version.\n");
 }
 
 }  // namespace
@@ -34,6 +35,14 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   if (command == "--help" || command == "-h" || command == "help") {
     print_usage(stdout);
+    return 0;
+  }
+  if (command == "--version") {
+    if (argc > 2) {
+      std::fprintf(stderr, "epigemm --version: unexpected argument '%s'; expected none\n", argv[2]);
+      return 2;
+    }
+    epigemm_cli::print_version(stdout);
     return 0;
   }
   try {

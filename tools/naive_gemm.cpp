@@ -7,7 +7,7 @@ namespace {
 
 using Real = long double;
 
-// SPEC §2, the tanh formulas as written there.
+// docs/conventions.md, "GELU": the tanh formulas as written there.
 Real gelu(Real x) {
   const Real u = 0.79788456080286535588L * (x + 0.044715L * x * x * x);
   return 0.5L * x * (1.0L + std::tanh(u));

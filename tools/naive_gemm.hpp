@@ -1,5 +1,5 @@
 // Host operands of one GEMM-level call, and an independent naive computation of it written
-// from SPEC §1-2 (docs/conventions.md) in long double. `epigemm check` compares the reference
+// from docs/conventions.md (sections 1-2) in long double. `epigemm check` compares the reference
 // backend with it when the reference is the only backend usable here.
 #pragma once
 

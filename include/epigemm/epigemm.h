@@ -49,7 +49,9 @@ typedef enum epigemm_status_e {
   EPIGEMM_STATUS_NOT_SUPPORTED = 2,          /* a valid call the chosen backend cannot run    */
   EPIGEMM_STATUS_INSUFFICIENT_WORKSPACE = 3, /* workspace smaller than epigemm_gemm_workspace_size */
   EPIGEMM_STATUS_BACKEND_ERROR = 4,          /* the BLAS / CUDA runtime reported a failure       */
-  EPIGEMM_STATUS_OUT_OF_MEMORY = 5,          /* host allocation failed (context creation only)   */
+  EPIGEMM_STATUS_OUT_OF_MEMORY = 5,          /* host allocation failed: creating a context or a
+                                                description, or inside a call (the reference
+                                                backend allocates its double-precision copies) */
   EPIGEMM_STATUS_INTERNAL_ERROR = 6
 } epigemm_status_t;
 
@@ -147,8 +149,10 @@ epigemm_status_t epigemm_context_destroy(epigemm_context_t ctx);
 EPIGEMM_API
 const char *epigemm_context_last_error(epigemm_context_t ctx);
 
-/* Which backend ran the last successful GEMM on this context, and why the dispatcher chose it
- * (e.g. "auto: cpu supports the call; preferred over reference"). */
+/* Which backend ran the last successful GEMM on this context, and why the dispatcher chose it:
+ * "requested: cpu" when the call named its backend, else e.g. "auto: cpu has the highest
+ * priority (10) among the backends that support the call; cuda declined (...)". The reason is
+ * valid until the next call on the context. */
 EPIGEMM_API
 epigemm_status_t epigemm_context_last_backend(epigemm_context_t ctx,
                                               epigemm_backend_t *backend /* out */,
@@ -177,6 +181,23 @@ EPIGEMM_API
 const char *epigemm_dtype_name(epigemm_dtype_t dtype);
 EPIGEMM_API
 const char *epigemm_status_name(epigemm_status_t status);
+
+/* ---- what a backend runs on ---------------------------------------------------------------- */
+
+/* One line saying what a backend runs on in this process, for logs and `epigemm info`:
+ *   cpu       the GEMM engine and its version, the epilogue kernel build (avx512, avx2 or
+ *             scalar) and the OpenMP threads, e.g. "GEMM engine oneDNN 2.6.3 (OpenMP runtime);
+ *             epilogue kernels avx512; up to 2 OpenMP threads per call (...); OMP_WAIT_POLICY unset"
+ *   cuda      the cuBLAS version and the device (name, compute capability, multiprocessors)
+ *   cublaslt  the cuBLASLt version and the device
+ *   reference, auto: what they are.
+ * A backend that is compiled in but cannot run here says why ("not usable here: ...").
+ * *description (out) points into the context: valid until the next epigemm_backend_description
+ * call on it or its destruction. EPIGEMM_STATUS_NOT_SUPPORTED when the backend is not compiled
+ * into this build; EPIGEMM_STATUS_INVALID_VALUE for a value outside epigemm_backend_t. */
+EPIGEMM_API
+epigemm_status_t epigemm_backend_description(epigemm_context_t ctx, epigemm_backend_t backend,
+                                             const char **description /* out */);
 
 /* ---- GEMM description (the configuration object) ------------------------------------------ */
 

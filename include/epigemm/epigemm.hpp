@@ -48,6 +48,12 @@ class Handle {
   void set_backend(epigemm_backend_t backend) { check(epigemm_context_set_backend(ctx_, backend)); }
   void set_allow_tf32(bool allow) { check(epigemm_context_set_allow_tf32(ctx_, allow ? 1 : 0)); }
   bool usable(epigemm_backend_t backend) const { return epigemm_backend_usable(ctx_, backend) != 0; }
+  // What the backend runs on (epigemm_backend_description); throws when it is not compiled in.
+  std::string description(epigemm_backend_t backend) const {
+    const char* text = nullptr;
+    check(epigemm_backend_description(ctx_, backend, &text));
+    return text;
+  }
 
   // The backend that ran the last call and the dispatcher's reason.
   std::pair<epigemm_backend_t, std::string> last_backend() const {

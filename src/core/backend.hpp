@@ -1,6 +1,7 @@
 // The interface every backend implements. A backend lives in src/backends/<name>/, is created
 // once per context (so it may own handles, streams, events), and is registered by one line in
-// src/core/backend_registry.cpp. The dispatcher (dispatch.cpp) asks supports() before it routes.
+// src/core/backend_registry.cpp. The dispatcher (Context::select in context.cpp) asks supports()
+// before it routes.
 #pragma once
 
 #include <memory>
@@ -34,6 +35,10 @@ class Backend {
   virtual Status run(const GemmCall& call) = 0;
   // Dispatch preference among backends that support a call: larger wins under AUTO.
   virtual int auto_priority(const GemmCall& call) const = 0;
+  // What this backend runs on here, in one line for people (epigemm_backend_description): the
+  // engine or library and its version, the kernel build, the device; when usable() is false,
+  // why ("not usable here: ...").
+  virtual std::string description() const = 0;
 };
 
 // All backends compiled into this build, freshly created (one set per context).

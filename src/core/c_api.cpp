@@ -507,4 +507,32 @@ epigemm_status_t epigemm_linear_wgrad(epigemm_context_t ctx, const epigemm_tenso
   });
 }
 
+// ---- backend descriptions ------------------------------------------------------------------
+
+epigemm_status_t epigemm_backend_description(epigemm_context_t ctx, epigemm_backend_t backend,
+                                             const char** description) {
+  return epigemm::guarded(ctx, [&](Context& context) -> Status {
+    if (description == nullptr) {
+      return epigemm::invalid("description is NULL; expected a pointer to write to");
+    }
+    if (int(backend) < EPIGEMM_BACKEND_AUTO || int(backend) > EPIGEMM_BACKEND_CUBLASLT) {
+      return epigemm::invalid("backend has value ", int(backend), "; expected 0 (auto) .. 4 (cublaslt)");
+    }
+    if (backend == EPIGEMM_BACKEND_AUTO) {
+      context.last_description =
+          "the dispatcher: each call runs on the usable backend of highest priority that supports "
+          "it, and epigemm_context_last_backend says which and why";
+    } else {
+      const epigemm::Backend* found = context.find(backend);
+      if (found == nullptr) {
+        return epigemm::error(EPIGEMM_STATUS_NOT_SUPPORTED, "backend ", epigemm_backend_name(backend),
+                              " is not compiled into this build");
+      }
+      context.last_description = found->description();
+    }
+    *description = context.last_description.c_str();
+    return Status();
+  });
+}
+
 }  // extern "C"

@@ -37,6 +37,8 @@ class Context {
   // Used by the classic and layer-level calls, which take no description.
   epigemm_backend_t default_backend = EPIGEMM_BACKEND_AUTO;
   bool default_allow_tf32 = false;
+  // The text epigemm_backend_description last returned (it points into this string).
+  std::string last_description;
 
  private:
   std::vector<std::unique_ptr<Backend>> backends_;

@@ -14,7 +14,7 @@
 // quotient is -0, where the exact value has a magnitude below 3e-38 (about FLT_MIN): that is the
 // only place it gives up digits, far under any tolerance. It costs a fifth less than the form below
 // on the cpu backend's AVX-512 lanes, whose GELU passes are bound by this arithmetic
-// (docs/cpu_backend.md, "The kernels").
+// (docs/dev/cpu_backend.md, "The kernels").
 // gelu_tanh' needs s and s (1 - s), which come from t = exp(-|2u|) in (0, 1] and
 // r = 1 / (1 + t): s = r for u >= 0 and t r for u < 0, s (1 - s) = t r^2 either way. One
 // exponential and one reciprocal per element (the element-wise GPU kernels are bound by these

@@ -99,6 +99,13 @@ int main(void) {
   check_status(ctx, epigemm_context_set_allow_tf32(ctx, 0), "set_allow_tf32");
   check(epigemm_backend_usable(ctx, EPIGEMM_BACKEND_REFERENCE) == 1, "reference is usable");
   check(epigemm_backend_compiled(ctx, EPIGEMM_BACKEND_REFERENCE) == 1, "reference is compiled");
+  {
+    const char *description = NULL;
+    check_status(ctx, epigemm_backend_description(ctx, EPIGEMM_BACKEND_REFERENCE, &description),
+                 "backend_description");
+    check(description != NULL && description[0] != '\0', "reference has a description");
+    printf("reference: %s\n", description != NULL ? description : "");
+  }
   printf("backends: %s %s %s %s %s\n", epigemm_backend_name(EPIGEMM_BACKEND_AUTO),
          epigemm_backend_name(EPIGEMM_BACKEND_REFERENCE), epigemm_backend_name(EPIGEMM_BACKEND_CPU),
          epigemm_backend_name(EPIGEMM_BACKEND_CUDA), epigemm_backend_name(EPIGEMM_BACKEND_CUBLASLT));

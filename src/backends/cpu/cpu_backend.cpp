@@ -1,6 +1,6 @@
 // The cpu backend's driver (cpu_backend.hpp): panels of D, the GEMM of each panel, its epilogue,
 // the workspace, the threads. Formulas: docs/conventions.md; design and numbers:
-// docs/cpu_backend.md.
+// docs/dev/cpu_backend.md.
 //
 // D is cut into panels of columns: one panel (all of gemm_n) when A, B and D are fp32, which the
 // benchmark measured fastest here (oneDNN repacks op(A) for every GEMM call, and the 300 MB L3
@@ -24,7 +24,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "backends/cpu/epilogue_kernels.hpp"
 #include "core/numeric.hpp"
@@ -37,6 +39,14 @@ constexpr size_t kAlignment = 64;
 constexpr int64_t kTasksPerThread = 4;
 // Below this many elements a step runs on the calling thread alone.
 constexpr int64_t kParallelElements = 1 << 15;
+// A call whose GEMM does at most this many multiply-adds (about 101^3), and whose operands each
+// hold fewer than kParallelElements elements, runs on the calling thread alone (cpu_call_threads).
+// Measured on the 2-core machine with the probe given the cores (SCHED_FIFO): one thread as fast
+// or faster up to 96^3 (64^3 fprop: 8-17 us against 14-21 us on two), two threads faster from
+// 112^3 (32-38 us against 40-44 us). And a call without an OpenMP team never waits for a second
+// thread that the OS has descheduled: on a busy machine a 64^3 call took 28-32 ms on two threads
+// and 8-17 us on one (docs/dev/cpu_backend.md, "Threads on a busy machine").
+constexpr int64_t kOneThreadMultiplyAdds = int64_t(1) << 20;
 
 size_t round_up(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
 
@@ -105,6 +115,21 @@ class OmpThreadsScope {
   bool set_;
 };
 
+}  // namespace
+
+int cpu_call_threads(const GemmCall& call, int requested) {
+  if (requested > 0) return requested;
+  const int64_t m = call.gemm_m, n = call.gemm_n, k = call.gemm_k;
+  // Each product is formed only when both factors are below kParallelElements (no overflow).
+  auto below = [](int64_t a, int64_t b) {
+    return a == 0 || b == 0 || (a < kParallelElements && b < kParallelElements && a * b < kParallelElements);
+  };
+  const bool small = below(m, n) && below(n, k) && below(m, k) && m * n * k <= kOneThreadMultiplyAdds;
+  return small ? 1 : 0;
+}
+
+namespace {
+
 // The requested build of the kernels, or the widest below it that this CPU runs.
 const EpilogueKernels& kernels_for(CpuKernelBuild build) {
   if (build == CpuKernelBuild::widest) return select_epilogue_kernels();
@@ -139,6 +164,7 @@ class CpuBackend final : public Backend {
   }
   // Above the reference backend (0): this is the CPU's fast path.
   int auto_priority(const GemmCall&) const override { return 10; }
+  std::string description() const override;
   Status run(const GemmCall& call) override;
 
  private:
@@ -152,6 +178,25 @@ class CpuBackend final : public Backend {
   CpuBackendOptions options_;
   const EpilogueKernels& kernels_;
 };
+
+// "GEMM engine oneDNN 2.6.3 (OpenMP runtime); epilogue kernels avx512; up to 2 OpenMP threads
+// per call (...); OMP_WAIT_POLICY unset".
+std::string CpuBackend::description() const {
+  std::string text = "GEMM engine " + cpu_gemm_engine_version(options_.engine) +
+                     "; epilogue kernels " + kernels_.name;
+  if (!usable()) return "not usable here: " + text;
+  if (options_.threads > 0) {
+    text += "; " + std::to_string(options_.threads) + " OpenMP threads per call";
+  } else {
+    text += "; up to " + std::to_string(omp_get_max_threads()) +
+            " OpenMP threads per call (the caller's omp_get_max_threads; 1 for calls of at most "
+            "2^20 multiply-adds)";
+  }
+  // Whether idle OpenMP threads spin or sleep matters on a busy machine (docs/cpu_backend.md).
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  text += std::string("; OMP_WAIT_POLICY ") + (wait_policy != nullptr ? wait_policy : "unset");
+  return text;
+}
 
 // BGRADB: sums[j] = sum over p of op(B)[p, j0 + j], j < width. Each sum is taken by one thread in a
 // fixed order, so the result does not depend on the thread count.
@@ -242,7 +287,7 @@ Status CpuBackend::panel_product(const GemmCall& call, const WorkspacePlan& plan
   // cblas_sgemm. Otherwise the engine computes alpha op(A) op(B) + beta C, and C must hold D_old
   // when beta != 0. With beta = 0 C is not read (BLAS semantics; dnnl_sgemm keeps them: a probe of
   // 3000 random shapes, transposes, leading dimensions, alphas and 1-2 threads on a C full of NaN
-  // or Inf never leaked one, docs/cpu_backend.md; and the test matrix poisons D with NaN before
+  // or Inf never leaked one, docs/dev/cpu_backend.md; and the test matrix poisons D with NaN before
   // every call), so acc needs no zero fill.
   // The shape the rule sees is that of one engine call: with fp16/bf16 operands, a gemm_k block.
   const bool alpha_one_beta_zero = call.alpha == 1.0f && call.beta == 0.0f;
@@ -260,7 +305,7 @@ Status CpuBackend::panel_product(const GemmCall& call, const WorkspacePlan& plan
   // fill writes D once; a pass would read and write it). GELU_AUX_BIAS is not filled: its GELU
   // pass, bound by its arithmetic, adds the bias and stores aux for next to nothing, while the
   // fill is a pass over memory of its own (measured 2026-11-30: GELU_AUX_BIAS with the fill cost
-  // 4-5% more than GELU_AUX on (1024, 768, 3072), docs/cpu_backend.md).
+  // 4-5% more than GELU_AUX on (1024, 768, 3072), docs/dev/cpu_backend.md).
   const bool fill_bias = !overwrite && call.beta == 0.0f && gemm_bias != nullptr &&
                          call.epilogue == EPIGEMM_EPILOGUE_BIAS;
   const float gemm_beta = fill_bias ? 1.0f : call.beta;
@@ -311,7 +356,7 @@ Status CpuBackend::panel_product(const GemmCall& call, const WorkspacePlan& plan
 }
 
 Status CpuBackend::run(const GemmCall& call) {
-  const OmpThreadsScope threads(options_.threads);
+  const OmpThreadsScope threads(cpu_call_threads(call, options_.threads));
   const WorkspacePlan plan = plan_workspace(call, options_);
   char* workspace = nullptr;
   if (plan.total() > 0) {

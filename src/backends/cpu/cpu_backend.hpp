@@ -1,4 +1,4 @@
-// The cpu backend (docs/cpu_backend.md): for each panel of D's columns, a plain fp32 BLAS GEMM
+// The cpu backend (docs/dev/cpu_backend.md): for each panel of D's columns, a plain fp32 BLAS GEMM
 // (gemm_engine.hpp) and right after it the epilogue kernels (epilogue_kernels.hpp) while the panel
 // is still in cache. Host memory only; every epilogue, dtype, transpose, alpha/beta and leading
 // dimension of docs/conventions.md. TF32 does not exist on the CPU: allow_tf32 is ignored and
@@ -20,18 +20,19 @@ constexpr int64_t kWidenedPanelColumns = 512;
 
 struct CpuBackendOptions {
   // Columns of D (gemm_n) per panel; 0 picks: all of gemm_n when A, B and D are fp32 (measured
-  // fastest on the benchmark machine, docs/cpu_backend.md), kWidenedPanelColumns when fp16/bf16
+  // fastest on the benchmark machine, docs/dev/cpu_backend.md), kWidenedPanelColumns when fp16/bf16
   // storage is widened through the workspace (which bounds the workspace). Fixed per call shape
   // and backend instance, so it fixes the order of the DGELU_BGRAD partial sums too.
   int64_t panel_columns = 0;
   // gemm_k per block when fp16/bf16 operands are widened to fp32 in the workspace.
   int64_t conversion_k_block = 256;
-  // OpenMP threads a call uses; 0 = omp_get_max_threads() of the calling thread.
+  // OpenMP threads a call uses; 0 = omp_get_max_threads() of the calling thread, except that a
+  // call of at most 2^20 multiply-adds on small operands runs on the calling thread alone.
   int threads = 0;
   CpuGemmEngine engine = default_cpu_gemm_engine();
   // oneDNN only: how alpha = 1, beta = 0 GEMMs run, dnnl_sgemm with beta = 0 or the matmul
   // primitive (adds the bias; neither reads D). by_shape: onednn_overwrite_for_shape of the GEMM
-  // call (gemm_engine.hpp, measured in docs/cpu_backend.md); the other two force one call (tests,
+  // call (gemm_engine.hpp, measured in docs/dev/cpu_backend.md); the other two force one call (tests,
   // benchmark variants).
   OnednnOverwrite onednn_overwrite = OnednnOverwrite::by_shape;
   // Which build of the epilogue kernels runs: the widest this CPU allows, or a narrower one
@@ -42,6 +43,13 @@ struct CpuBackendOptions {
   // aux and D (tests, benchmark variant).
   bool acc_in_aux = true;
 };
+
+// The OpenMP threads a call runs on: `requested` when it is > 0 (CpuBackendOptions::threads);
+// else 1 for a call of at most 2^20 multiply-adds whose operands each hold fewer than 32768
+// elements (one thread is as fast there, and never waits for a descheduled second one), and 0
+// (the calling thread's omp_get_max_threads()) otherwise. A pure function of the shape, so the
+// same call always runs the same way.
+int cpu_call_threads(const GemmCall& call, int requested);
 
 std::unique_ptr<Backend> create_cpu_backend();
 std::unique_ptr<Backend> create_cpu_backend(const CpuBackendOptions& options);

@@ -56,7 +56,7 @@ struct Avx512Ops {
   // correctly rounded subnormals), like the AVX2 build's two normal factors, whose first product
   // is exact. It replaced those 9 instructions here (gelu and gelu' came out bitwise the same over
   // 983k values in [-120, 120] and the special values) and made the GELU passes about 17% faster:
-  // they are bound by their arithmetic, not by memory (docs/cpu_backend.md, "The kernels").
+  // they are bound by their arithmetic, not by memory (docs/dev/cpu_backend.md, "The kernels").
   static Float16 scale_by_two_to(Float16 p, Float16 n) { return Float16(_mm512_scalef_ps(p.v, n.v)); }
 
   static Float16 load(const float* p) { return Float16(_mm512_loadu_ps(p)); }

@@ -222,7 +222,7 @@ void sum_columns(const void* src, epigemm_dtype_t dtype, int64_t ld, int64_t len
 // prefetcher follows) column by column, adding into per-lane doubles that stay in L1 (8 KB). Each
 // sums[r] is the sum over p in order, whatever the chunk or the caller's split of the rows.
 // Measured on the benchmark machine: tasks of 16 rows (one cache line per column, columns 16 KB
-// apart in a (2048, 1024, 4096) wgrad) read dY at about 2 GB/s; docs/cpu_backend.md.
+// apart in a (2048, 1024, 4096) wgrad) read dY at about 2 GB/s; docs/dev/cpu_backend.md.
 template <class Ops, class Storage>
 void sum_rows_typed(const Storage* src, int64_t ld, int64_t rows, int64_t cols, float* sums) {
   constexpr int64_t W = Ops::width;

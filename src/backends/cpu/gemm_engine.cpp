@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <string>
 
 #if defined(EPIGEMM_CPU_WITH_OPENBLAS)
 #include <cblas.h>
@@ -37,16 +38,42 @@ const char* cpu_gemm_engine_name(CpuGemmEngine engine) {
   return engine == CpuGemmEngine::onednn ? "onednn-sgemm" : "openblas-sgemm";
 }
 
+std::string cpu_gemm_engine_version(CpuGemmEngine engine) {
+  if (!cpu_gemm_engine_available(engine)) {
+    return std::string(cpu_gemm_engine_name(engine)) + ": not compiled into this build";
+  }
+#if defined(EPIGEMM_CPU_WITH_ONEDNN)
+  if (engine == CpuGemmEngine::onednn) {
+    const dnnl_version_t* v = dnnl_version();
+    const char* runtime = v->cpu_runtime == DNNL_RUNTIME_OMP         ? "OpenMP"
+                          : v->cpu_runtime == DNNL_RUNTIME_TBB        ? "TBB"
+                          : v->cpu_runtime == DNNL_RUNTIME_SEQ        ? "sequential"
+                          : v->cpu_runtime == DNNL_RUNTIME_THREADPOOL ? "threadpool"
+                                                                      : "unknown";
+    return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+           std::to_string(v->patch) + " (" + runtime + " runtime)";
+  }
+#endif
+#if defined(EPIGEMM_CPU_WITH_OPENBLAS)
+  if (engine == CpuGemmEngine::openblas) {
+    // The configuration string starts with the version; the core is what the CPU was detected as.
+    return std::string("OpenBLAS (") + openblas_get_config() + "; kernels for " +
+           openblas_get_corename() + ")";
+  }
+#endif
+  return cpu_gemm_engine_name(engine);
+}
+
 bool cpu_gemm_engine_fits(CpuGemmEngine engine, int64_t largest_dimension) {
   return engine == CpuGemmEngine::onednn || largest_dimension <= int64_t(INT_MAX);
 }
 
 // Measured with `epigemm_bench_cpu --engines` on the benchmark machine (2 cores, AVX-512, oneDNN
 // 2.6), 87 layer passes of tokens 64-2048 x (in, out) in (768, 3072), (3072, 768), (1024, 4096),
-// (4096, 1024), (4096, 4096); docs/cpu_backend.md has the table. In every fprop layout (op(A) =
+// (4096, 1024), (4096, 4096); docs/dev/cpu_backend.md has the table. In every fprop layout (op(A) =
 // A^T, op(B) = B: gemm_m = out_features, gemm_n = tokens, gemm_k = in_features) with gemm_n <= 512
 // the matmul primitive took 0.58-1.00 of the time of dnnl_sgemm on a zero-filled D (the backend
-// filled D before dnnl_sgemm then; since 2026-11-30 it does not, docs/cpu_backend.md) (e.g.
+// filled D before dnnl_sgemm then; since 2026-11-30 it does not, docs/dev/cpu_backend.md) (e.g.
 // (512, 4096, 4096) fprop 92 vs 107 ms). Elsewhere dnnl_sgemm won most cases, the primitive losing
 // by up to 2.6x (dgrad and wgrad of (tokens, 3072, 768)); the primitive's wins there are not in
 // the rule because no group of them was consistent: fprop at 768-1024 tokens (3 of 8 cases), dgrad
@@ -172,10 +199,12 @@ Status onednn_matmul(epigemm_op_t transa, epigemm_op_t transb, int64_t m, int64_
 }  // namespace
 #endif
 
+// Without oneDNN the bias is never read here: cblas_sgemm has no bias argument, and the caller
+// adds it (*bias_added stays false).
 Status cpu_sgemm_overwrite(CpuGemmEngine engine, epigemm_op_t transa, epigemm_op_t transb,
                            int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                           const float* b, int64_t ldb, const float* bias, float* c, int64_t ldc,
-                           bool* bias_added) {
+                           const float* b, int64_t ldb, [[maybe_unused]] const float* bias,
+                           float* c, int64_t ldc, bool* bias_added) {
   *bias_added = false;
 #if defined(EPIGEMM_CPU_WITH_ONEDNN)
   if (engine == CpuGemmEngine::onednn) {

@@ -2,10 +2,11 @@
 // the epilogue kernels are added to. Two engines, chosen per backend instance:
 //   - oneDNN's dnnl_sgemm (libdnnl-dev): OpenMP threads, JIT kernels picked from CPUID flags;
 //   - OpenBLAS's cblas_sgemm (libopenblas-dev): its own pthreads, kernels picked from the CPU model.
-// docs/cpu_backend.md has the measurements that make oneDNN the default where both exist.
+// docs/dev/cpu_backend.md has the measurements that make oneDNN the default where both exist.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "core/status.hpp"
 #include "epigemm/epigemm.h"
@@ -16,12 +17,12 @@ enum class CpuGemmEngine { onednn, openblas };
 
 // How the oneDNN engine runs a GEMM with alpha = 1 and beta = 0 (every layer call but an
 // accumulating wgrad): dnnl_sgemm with beta = 0, or oneDNN's matmul primitive (which also adds a
-// bias; neither reads C). Neither is faster on every shape (docs/cpu_backend.md has the
+// bias; neither reads C). Neither is faster on every shape (docs/dev/cpu_backend.md has the
 // measurements); by_shape picks per call with onednn_overwrite_for_shape.
 enum class OnednnOverwrite { by_shape, sgemm, matmul_primitive };
 
 // The per-shape choice for one engine call (m x n = op(A) op(B), op(A) m x k), a pure function
-// measured on the benchmark machine (gemm_engine.cpp, docs/cpu_backend.md); never by_shape.
+// measured on the benchmark machine (gemm_engine.cpp, docs/dev/cpu_backend.md); never by_shape.
 OnednnOverwrite onednn_overwrite_for_shape(epigemm_op_t transa, epigemm_op_t transb, int64_t m,
                                            int64_t n, int64_t k);
 
@@ -30,6 +31,10 @@ bool cpu_gemm_engine_available(CpuGemmEngine engine);
 // oneDNN when built, else OpenBLAS.
 CpuGemmEngine default_cpu_gemm_engine();
 const char* cpu_gemm_engine_name(CpuGemmEngine engine);
+// The library under the engine and its version, as it reports itself at run time:
+// "oneDNN 2.6.3 (OpenMP runtime)", "OpenBLAS (OpenBLAS 0.3.21 DYNAMIC_ARCH ... ; kernels for
+// SkylakeX)"; "<name>: not compiled into this build" when it is not.
+std::string cpu_gemm_engine_version(CpuGemmEngine engine);
 
 // Whether the engine can take these sizes (cblas takes 32-bit ints here; oneDNN 64-bit).
 bool cpu_gemm_engine_fits(CpuGemmEngine engine, int64_t largest_dimension);

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <tuple>
 
 #include "backends/cublaslt/cublaslt_preference.hpp"
@@ -79,8 +80,10 @@ struct Plan {
   cublasLtMatmulDesc_t matmul = nullptr;
   cublasLtMatrixLayout_t layout_a = nullptr, layout_b = nullptr, layout_d = nullptr;
   cublasLtMatmulAlgo_t algo{};
-  bool found = false;          // the heuristic returned an algorithm
-  std::string why_not;         // when not found or not creatable
+  bool found = false;  // the heuristic returned an algorithm
+  // Why not found: a BACKEND_ERROR naming the cuBLASLt call (and attribute) that failed, or
+  // NOT_SUPPORTED when the heuristic has no algorithm for the case.
+  Status why_not;
 
   Plan() = default;
   Plan(const Plan&) = delete;
@@ -93,15 +96,106 @@ struct Plan {
   }
 };
 
+// A failed cuBLASLt call as a Status: "<call>(<attribute>): <cuBLAS status string>".
+Status lt_error(const char* call, const char* what, cublasStatus_t status) {
+  return EPIGEMM_BACKEND_ERROR(call, "(", what, "): ", cublasLtGetStatusString(status));
+}
+
+// One attribute of a matmul descriptor / preference, with the attribute's name in the message.
+Status set_matmul_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
+                            const char* name, const void* value, size_t size) {
+  const cublasStatus_t status = cublasLtMatmulDescSetAttribute(desc, attribute, value, size);
+  if (status != CUBLAS_STATUS_SUCCESS) return lt_error("cublasLtMatmulDescSetAttribute", name, status);
+  return Status();
+}
+Status set_preference_attribute(cublasLtMatmulPreference_t preference,
+                                cublasLtMatmulPreferenceAttributes_t attribute, const char* name,
+                                const void* value, size_t size) {
+  const cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(preference, attribute, value, size);
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    return lt_error("cublasLtMatmulPreferenceSetAttribute", name, status);
+  }
+  return Status();
+}
+// The attribute's enumerator is its name in the message.
+#define EPIGEMM_LT_SET(desc, attribute, value) \
+  set_matmul_attribute(desc, attribute, #attribute, &(value), sizeof(value))
+#define EPIGEMM_LT_PREFER(preference, attribute, value) \
+  set_preference_attribute(preference, attribute, #attribute, &(value), sizeof(value))
+
+// Destroys the preference of one heuristic query however the query returns.
+struct PreferenceGuard {
+  cublasLtMatmulPreference_t preference = nullptr;
+  ~PreferenceGuard() {
+    if (preference) cublasLtMatmulPreferenceDestroy(preference);
+  }
+};
+
+// The descriptors of a case: the matmul (transposes, epilogue, bias / aux types, lds and the
+// first call's pointers, which the heuristic may look at) and the three layouts as stored.
+Status create_descriptors(const GemmCall& call, Plan* p) {
+  const bool tf32 = call.allow_tf32 && call.a.dtype == EPIGEMM_DTYPE_F32;
+  const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cublasOperation_t ta = call.transa == EPIGEMM_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t tb = call.transb == EPIGEMM_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasLtEpilogue_t epilogue = lt_epilogue(call.epilogue);
+  cublasStatus_t status = cublasLtMatmulDescCreate(&p->matmul, compute, CUDA_R_32F);
+  if (status != CUBLAS_STATUS_SUCCESS) return lt_error("cublasLtMatmulDescCreate", "compute type 32F", status);
+  EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_SET(p->matmul, CUBLASLT_MATMUL_DESC_TRANSA, ta));
+  EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_SET(p->matmul, CUBLASLT_MATMUL_DESC_TRANSB, tb));
+  EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_SET(p->matmul, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue));
+  // The bias / bias-gradient and aux dtypes are always set explicitly, never left to default.
+  if (call.has_bias || call.has_bias_grad) {
+    const int32_t bias_type = cuda_type(call.has_bias ? call.bias.dtype : call.bias_grad.dtype);
+    const void* bias_pointer = call.has_bias ? call.bias.data : call.bias_grad.data;
+    EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_SET(p->matmul, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type));
+    EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_SET(p->matmul, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias_pointer));
+  }
+  if (call.has_aux) {
+    const int32_t aux_type = cuda_type(call.aux.dtype);
+    const int64_t aux_ld = call.aux.ld;
+    const void* aux_pointer = call.aux.data;
+    EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_SET(p->matmul, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, aux_type));
+    EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_SET(p->matmul, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux_ld));
+    EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_SET(p->matmul, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux_pointer));
+  }
+  // Layouts as stored: A is (transa ? k x m : m x k), B is (transb ? n x k : k x n).
+  struct Layout {
+    cublasLtMatrixLayout_t* layout;
+    const Matrix& matrix;
+    const char* name;
+  };
+  for (const Layout& l : {Layout{&p->layout_a, call.a, "A"}, Layout{&p->layout_b, call.b, "B"},
+                          Layout{&p->layout_d, call.d, "D"}}) {
+    status = cublasLtMatrixLayoutCreate(l.layout, cuda_type(l.matrix.dtype), uint64_t(l.matrix.rows),
+                                        uint64_t(l.matrix.cols), l.matrix.ld);
+    if (status != CUBLAS_STATUS_SUCCESS) return lt_error("cublasLtMatrixLayoutCreate", l.name, status);
+  }
+  return Status();
+}
+
 class CublasLtBackend final : public Backend {
  public:
   CublasLtBackend() {
     int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    const cudaError_t counted = cudaGetDeviceCount(&devices);
+    if (counted != cudaSuccess || devices == 0) {
+      why_not_usable_ = std::string("no CUDA device (cudaGetDeviceCount: ") +
+                        (counted != cudaSuccess ? cudaGetErrorString(counted) : "0 devices") + ")";
       cudaGetLastError();  // clear the sticky "no device" error for whoever asks next
       return;
     }
-    usable_ = cublasLtCreate(&handle_) == CUBLAS_STATUS_SUCCESS;
+    const cublasStatus_t created = cublasLtCreate(&handle_);
+    usable_ = created == CUBLAS_STATUS_SUCCESS;
+    if (!usable_) why_not_usable_ = std::string("cublasLtCreate: ") + cublasLtGetStatusString(created);
+    int device = 0;
+    cudaDeviceProp properties;
+    if (usable_ && cudaGetDevice(&device) == cudaSuccess &&
+        cudaGetDeviceProperties(&properties, device) == cudaSuccess) {
+      device_ = "device " + std::to_string(device) + ": " + properties.name + ", compute capability " +
+                std::to_string(properties.major) + "." + std::to_string(properties.minor);
+    }
+    cudaGetLastError();
   }
   ~CublasLtBackend() override {
     plans_.clear();
@@ -116,12 +210,23 @@ class CublasLtBackend final : public Backend {
   }
   Support supports(const GemmCall& call) const override;
   Status run(const GemmCall& call) override;
+  // "cuBLASLt 13.1.0 fused epilogues on device 0: NVIDIA H200, compute capability 9.0".
+  std::string description() const override {
+    if (!usable_) return "not usable here: " + why_not_usable_;
+    const size_t version = cublasLtGetVersion();  // major * 10000 + minor * 100 + patch
+    return "cuBLASLt " + std::to_string(version / 10000) + "." + std::to_string(version % 10000 / 100) +
+           "." + std::to_string(version % 100) + " fused epilogues on " + device_;
+  }
 
  private:
   // The cached plan of a case, built (descriptors + heuristic) on first use.
   Plan& plan_for(const GemmCall& call) const;
+  // Creates the plan's descriptors and asks the heuristic for its first algorithm.
+  Status find_algorithm(const GemmCall& call, Plan* p) const;
 
   bool usable_ = false;
+  std::string why_not_usable_;
+  std::string device_;  // "device 0: NVIDIA H200, compute capability 9.0"
   cublasLtHandle_t handle_ = nullptr;
   // Heuristic answers and descriptors, per case; filled lazily from the const support query.
   mutable std::map<PlanKey, std::unique_ptr<Plan>> plans_;
@@ -150,7 +255,7 @@ Support CublasLtBackend::supports(const GemmCall& call) const {
     return Support::no("cuBLASLt's fp32 dGELU is outside the fp32 tolerance (about 1e-5 relative)");
   }
   const Plan& plan = plan_for(call);
-  if (!plan.found) return Support::no(plan.why_not);
+  if (!plan.found) return Support::no(plan.why_not.message());
   return Support::yes();
 }
 
@@ -161,76 +266,50 @@ Plan& CublasLtBackend::plan_for(const GemmCall& call) const {
   auto plan = std::make_unique<Plan>();
   Plan& p = *plan;
   plans_.emplace(key, std::move(plan));
+  p.why_not = find_algorithm(call, &p);
+  p.found = p.why_not.ok();
+  return p;
+}
 
-  const bool tf32 = call.allow_tf32 && call.a.dtype == EPIGEMM_DTYPE_F32;
-  const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  const cublasOperation_t ta = call.transa == EPIGEMM_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t tb = call.transb == EPIGEMM_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasLtEpilogue_t epilogue = lt_epilogue(call.epilogue);
-  bool ok = cublasLtMatmulDescCreate(&p.matmul, compute, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
-  ok = ok && cublasLtMatmulDescSetAttribute(p.matmul, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == CUBLAS_STATUS_SUCCESS;
-  ok = ok && cublasLtMatmulDescSetAttribute(p.matmul, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == CUBLAS_STATUS_SUCCESS;
-  ok = ok && cublasLtMatmulDescSetAttribute(p.matmul, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue) == CUBLAS_STATUS_SUCCESS;
-  // The bias / bias-gradient and aux dtypes are always set explicitly, never left to default.
-  if (call.has_bias || call.has_bias_grad) {
-    const int32_t bias_type = cuda_type(call.has_bias ? call.bias.dtype : call.bias_grad.dtype);
-    ok = ok && cublasLtMatmulDescSetAttribute(p.matmul, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type) == CUBLAS_STATUS_SUCCESS;
-    const void* bias_pointer = call.has_bias ? call.bias.data : call.bias_grad.data;
-    ok = ok && cublasLtMatmulDescSetAttribute(p.matmul, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_pointer, sizeof bias_pointer) == CUBLAS_STATUS_SUCCESS;
-  }
-  if (call.has_aux) {
-    const int32_t aux_type = cuda_type(call.aux.dtype);
-    const int64_t aux_ld = call.aux.ld;
-    ok = ok && cublasLtMatmulDescSetAttribute(p.matmul, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &aux_type, sizeof aux_type) == CUBLAS_STATUS_SUCCESS;
-    ok = ok && cublasLtMatmulDescSetAttribute(p.matmul, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld) == CUBLAS_STATUS_SUCCESS;
-    ok = ok && cublasLtMatmulDescSetAttribute(p.matmul, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &call.aux.data, sizeof call.aux.data) == CUBLAS_STATUS_SUCCESS;
-  }
-  // Layouts as stored: A is (transa ? k x m : m x k), B is (transb ? n x k : k x n).
-  ok = ok && cublasLtMatrixLayoutCreate(&p.layout_a, cuda_type(call.a.dtype), uint64_t(call.a.rows), uint64_t(call.a.cols), call.a.ld) == CUBLAS_STATUS_SUCCESS;
-  ok = ok && cublasLtMatrixLayoutCreate(&p.layout_b, cuda_type(call.b.dtype), uint64_t(call.b.rows), uint64_t(call.b.cols), call.b.ld) == CUBLAS_STATUS_SUCCESS;
-  ok = ok && cublasLtMatrixLayoutCreate(&p.layout_d, cuda_type(call.d.dtype), uint64_t(call.d.rows), uint64_t(call.d.cols), call.d.ld) == CUBLAS_STATUS_SUCCESS;
-  if (!ok) {
-    p.why_not = "cuBLASLt refused the descriptors for this case";
-    return p;
-  }
-
-  cublasLtMatmulPreference_t preference = nullptr;
-  if (cublasLtMatmulPreferenceCreate(&preference) != CUBLAS_STATUS_SUCCESS) {
-    p.why_not = "cublasLtMatmulPreferenceCreate failed";
-    return p;
-  }
+Status CublasLtBackend::find_algorithm(const GemmCall& call, Plan* p) const {
+  EPIGEMM_RETURN_IF_ERROR(create_descriptors(call, p));
+  PreferenceGuard guard;
+  const cublasStatus_t created = cublasLtMatmulPreferenceCreate(&guard.preference);
+  if (created != CUBLAS_STATUS_SUCCESS) return lt_error("cublasLtMatmulPreferenceCreate", "", created);
   const uint64_t workspace = kWorkspaceBytes;
   const uint32_t alignment = uint32_t(kAlignment);
-  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace);
-  for (auto attribute : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
-    cublasLtMatmulPreferenceSetAttribute(preference, attribute, &alignment, sizeof alignment);
-  }
+  EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_PREFER(guard.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, workspace));
+  EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_PREFER(guard.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment));
+  EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_PREFER(guard.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment));
+  EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_PREFER(guard.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment));
+  EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_PREFER(guard.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment));
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      handle_, p.matmul, p.layout_a, p.layout_b, p.layout_d, p.layout_d, preference, 1, &result, &returned);
-  cublasLtMatmulPreferenceDestroy(preference);
-  if (status != CUBLAS_STATUS_SUCCESS || returned == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
-    p.why_not = std::string("cuBLASLt has no algorithm for ") + epilogue_name(call.epilogue) +
-                " with these dtypes and layouts";
-    return p;
+      handle_, p->matmul, p->layout_a, p->layout_b, p->layout_d, p->layout_d, guard.preference, 1,
+      &result, &returned);
+  if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) {
+    return lt_error("cublasLtMatmulAlgoGetHeuristic", epilogue_name(call.epilogue), status);
   }
-  p.algo = result.algo;
-  p.found = true;
-  return p;
+  if (status != CUBLAS_STATUS_SUCCESS || returned == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
+    return error(EPIGEMM_STATUS_NOT_SUPPORTED, "cuBLASLt has no algorithm for ",
+                 epilogue_name(call.epilogue), " with these dtypes and layouts");
+  }
+  p->algo = result.algo;
+  return Status();
 }
 
 Status CublasLtBackend::run(const GemmCall& call) {
   Plan& p = plan_for(call);
-  if (!p.found) return error(EPIGEMM_STATUS_NOT_SUPPORTED, "cublaslt: ", p.why_not);
+  if (!p.found) return p.why_not;
   // The plan is shared by every call of this case: point it at this call's buffers.
   if (call.has_bias || call.has_bias_grad) {
     const void* bias_pointer = call.has_bias ? call.bias.data : call.bias_grad.data;
-    cublasLtMatmulDescSetAttribute(p.matmul, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_pointer, sizeof bias_pointer);
+    EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_SET(p.matmul, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias_pointer));
   }
   if (call.has_aux) {
-    cublasLtMatmulDescSetAttribute(p.matmul, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &call.aux.data, sizeof call.aux.data);
+    const void* aux_pointer = call.aux.data;
+    EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_SET(p.matmul, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux_pointer));
   }
   const float alpha = call.alpha, beta = call.beta;
   const cublasStatus_t status = cublasLtMatmul(

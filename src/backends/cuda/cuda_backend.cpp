@@ -83,7 +83,9 @@ struct WorkspaceLayout {
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {
-    usable_ = init().ok();
+    const Status initialized = init();
+    usable_ = initialized.ok();
+    if (!usable_) why_not_usable_ = initialized.message();
     cudaGetLastError();  // a failed probe leaves no error behind for the caller's next CUDA call
   }
   ~CudaBackend() override {
@@ -107,6 +109,12 @@ class CudaBackend final : public Backend {
   Status run(const GemmCall& call) override;
   // Above reference (0) and cpu, which decline device memory anyway.
   int auto_priority(const GemmCall&) const override { return 20; }
+  // "cuBLAS 13.1.0 GEMM + epigemm's epilogue kernels (sm_90a) on device 0: NVIDIA H200,
+  // compute capability 9.0, 132 SMs".
+  std::string description() const override {
+    if (!usable_) return "not usable here: " + why_not_usable_;
+    return "cuBLAS " + cublas_version_ + " GEMM + epigemm's epilogue kernels (sm_90a) on " + device_;
+  }
 
  private:
   Status init();
@@ -130,6 +138,9 @@ class CudaBackend final : public Backend {
 
   CudaBackendOptions options_;
   bool usable_ = false;
+  std::string why_not_usable_;  // init()'s message when it failed
+  std::string device_;          // "device 0: NVIDIA H200, compute capability 9.0, 132 SMs"
+  std::string cublas_version_;  // "13.1.0"
   cuda::KernelTuning tuning_;
   cublasHandle_t handle_ = nullptr;
   cudaStream_t side_stream_ = nullptr;
@@ -139,11 +150,25 @@ class CudaBackend final : public Backend {
 
 Status CudaBackend::init() {
   int devices = 0;
-  EPIGEMM_CUDA_CHECK(cudaGetDeviceCount(&devices));
-  if (devices == 0) return EPIGEMM_BACKEND_ERROR("no CUDA device");
+  const cudaError_t counted = cudaGetDeviceCount(&devices);
+  if (counted != cudaSuccess || devices == 0) {
+    // The usual reason on a machine without a GPU: said plainly, for epigemm_backend_description.
+    return error(EPIGEMM_STATUS_BACKEND_ERROR, "no CUDA device (cudaGetDeviceCount: ",
+                 counted != cudaSuccess ? cudaGetErrorString(counted) : "0 devices", ")");
+  }
   // Fails when this build holds no kernel image for the device (it is built for sm_90a).
   EPIGEMM_RETURN_IF_ERROR(cuda::query_kernel_tuning(&tuning_));
   EPIGEMM_CUBLAS_CHECK(cublasCreate(&handle_));
+  int device = 0, cublas_version = 0;
+  cudaDeviceProp properties;
+  EPIGEMM_CUDA_CHECK(cudaGetDevice(&device));
+  EPIGEMM_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+  device_ = "device " + std::to_string(device) + ": " + properties.name + ", compute capability " +
+            std::to_string(properties.major) + "." + std::to_string(properties.minor) + ", " +
+            std::to_string(properties.multiProcessorCount) + " SMs";
+  EPIGEMM_CUBLAS_CHECK(cublasGetVersion(handle_, &cublas_version));  // major*10000 + minor*100 + patch
+  cublas_version_ = std::to_string(cublas_version / 10000) + "." +
+                    std::to_string(cublas_version % 10000 / 100) + "." + std::to_string(cublas_version % 100);
   // Split-K reductions stay in fp32 even when D is bf16/fp16 (acc is fp32 by the contract);
   // TF32 only through the compute type, when the caller opts in.
   EPIGEMM_CUBLAS_CHECK(cublasSetMathMode(

@@ -1,5 +1,5 @@
 // The `cuda` backend: the GEMM by cuBLAS (cublasGemmEx, fp32 compute), then epigemm's own
-// epilogue kernels (epilogue_kernels.hpp). Design and measurements: docs/cuda_backend.md.
+// epilogue kernels (epilogue_kernels.hpp). Design and measurements: docs/dev/cuda_backend.md.
 #pragma once
 
 #include <memory>
@@ -18,7 +18,7 @@ struct CudaBackendOptions {
   bool fp32_intermediate = true;
   // BGRADB: run the sum of op(B) on a second stream, concurrently with the GEMM, joined back to
   // the caller's stream with events. Measured faster than running it after the GEMM on all five
-  // public shapes on the H200 (docs/cuda_backend.md).
+  // public shapes on the H200 (docs/dev/cuda_backend.md).
   bool concurrent_bgradb = true;
   // BIAS with beta = 0, bias in D's dtype (or D fp32): write the bias into every column of D,
   // then let the GEMM add acc with beta = 1 (cuBLAS adds in fp32 and rounds once: the contract's

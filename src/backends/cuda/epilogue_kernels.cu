@@ -15,7 +15,6 @@ namespace cuda {
 namespace {
 
 constexpr int kBlockThreads = 256;  // threads_x along rows times threads_y along columns
-constexpr int kRowsPerThread = 8;   // one 16-byte bf16/fp16 vector
 constexpr int kScalarThreadsX = 32;  // the scalar path's tile: 32 x 8 threads, 256 rows
 // The scalar path: two columns loaded before they are computed and stored, no register cap.
 constexpr int kScalarBatch = 2;
@@ -583,18 +582,6 @@ TilePlan plan_for(const KernelTuning& tuning, TileOp op, const KernelChoice& k, 
   return plan_tiles(rows, cols, threads_x_of(k), target_blocks(tuning, op, k, rows, cols));
 }
 
-// The configuration with 128 threads along rows and otherwise the same as `config`, if any.
-int narrower_config(int config) {
-  for (int c = 0; c < kTileConfigCount; ++c) {
-    if (kTileConfigs[c].threads_x == 128 && kTileConfigs[c].batch == kTileConfigs[config].batch &&
-        kTileConfigs[c].min_blocks == kTileConfigs[config].min_blocks &&
-        kTileConfigs[c].prefetch == kTileConfigs[config].prefetch) {
-      return c;
-    }
-  }
-  return config;
-}
-
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 }  // namespace
@@ -667,9 +654,7 @@ Status launch_tile_kernel(const KernelTuning& tuning, TileOp op, const TileArgs&
   k.vector = tile_vector_path(op, args);
   if (k.vector) {
     k.config = tuning.vector_config[int(op)];
-    if (tuning.size_rules && int64_t(kTileConfigs[k.config].threads_x) * kRowsPerThread > args.rows) {
-      k.config = narrower_config(k.config);
-    }
+    if (tuning.size_rules) k.config = tile_config_for_rows(k.config, args.rows);
     k.wide_acc = op_reads_acc(op) && args.acc_dtype == EPIGEMM_DTYPE_F32;
     k.wide_aux = op_reads_aux(op) && args.aux_dtype == EPIGEMM_DTYPE_F32;
   }

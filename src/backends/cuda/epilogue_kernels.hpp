@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cuda/tile_configs.hpp"
 #include "core/status.hpp"
 #include "epigemm/epigemm.h"
 
@@ -55,29 +56,9 @@ struct TileArgs {
   float* row_partials = nullptr;  // dgelu_bgrad, row_sums: [column_chunks x rows] fp32
 };
 
-// Launch configurations of the vector path: threads of a block along rows (the block's
-// contiguous run per column is 8 threads_x elements), columns loaded per thread before
-// computing (bytes in flight per thread) and the blocks per multiprocessor that the register
-// cap guarantees (warps in flight). Chosen per op by measurement (docs/cuda_backend.md,
-// bench/epigemm_bench_gpu prints every configuration).
-struct TileConfig {
-  int threads_x;
-  int batch;
-  int min_blocks;
-  bool prefetch;  // the next batch's loads issued before this batch is computed
-};
-constexpr int kTileConfigCount = 13;
-constexpr TileConfig kTileConfigs[kTileConfigCount] = {
-    {128, 2, 4, false}, {256, 2, 4, false}, {128, 4, 3, false}, {128, 4, 4, false},
-    {256, 4, 4, false}, {128, 8, 4, false},
-    // 2026-11-30 candidates for the 32M-element tensors: more registers per thread (no cap at 64);
-    // 64-thread rows (512-row tiles: a row-sum kernel writes a quarter of the partials of a
-    // 2048-row tile for the same number of blocks); the software-pipelined loop.
-    {256, 2, 3, false}, {256, 4, 3, false}, {64, 2, 4, false}, {64, 4, 4, false},
-    {256, 2, 3, true}, {64, 2, 3, true}, {128, 2, 4, true}};
 // The configuration each op uses, indexed by TileOp: the best mean over the three largest public
-// shapes on the H200 in two runs (kernel_config rows; 2026-11-30 00:56 and 01:05 UTC, results in
-// bench/results/h200-2026-11-30-*; where two were within noise, the better on the small shapes).
+// shapes on the H200 in two runs (kernel_config rows; the 2026-11-30 00:56 and 01:05 UTC sweeps,
+// docs/dev/cuda_backend.md; where two were within noise, the better on the small shapes).
 constexpr int kDefaultVectorConfig[kTileOpCount] = {9, 9, 12, 1, 8, 5, 5};
 
 // Grid size in waves: the column chunks are sized so that the grid holds about `waves` times the
@@ -87,9 +68,9 @@ constexpr int kDefaultVectorConfig[kTileOpCount] = {9, 9, 12, 1, 8, 5, 5};
 // fill that tail. Per op, by measurement (bench/epigemm_bench_gpu, kernel_waves rows).
 constexpr int kMaxWaves = 8;
 // Size rules (KernelTuning::size_rules): a tensor of fewer elements than this runs one wave, and
-// a tensor with fewer rows than a block of its configuration covers runs the 128-thread-row
-// variant of that configuration. Measured on the H200 at 1.5M-16M elements: 8 waves of tiny
-// blocks, and 256-thread rows over 768-1024 rows (half the threads idle), cost 10-30% there.
+// a tensor with fewer rows than a block of its configuration covers runs a narrower variant
+// (tile_config_for_rows, tile_configs.hpp). Measured on the H200 at 1.5M-16M elements: 8 waves
+// of tiny blocks, and 256-thread rows over 768-1024 rows (half the threads idle), cost 10-30%.
 constexpr int64_t kOneWaveBelowElements = int64_t(8) << 20;
 constexpr int kDefaultWaves[kTileOpCount] = {8, 8, 8, 8, 4, 1, 1};
 

@@ -32,6 +32,10 @@ class ReferenceBackend final : public Backend {
   }
   size_t workspace_bytes(const GemmCall&) const override { return 0; }
   int auto_priority(const GemmCall&) const override { return 0; }
+  std::string description() const override {
+    return "plain loops on the calling thread, double accumulation: the definition every other "
+           "backend is tested against";
+  }
   Status run(const GemmCall& call) override;
 };
 
