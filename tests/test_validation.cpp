@@ -412,10 +412,10 @@ std::vector<Case> gemm_level_cases() {
        EPIGEMM_STATUS_INVALID_VALUE, "transa", {}, {2, 0, 1}});
   add({"desc_transb_negative", [](BadCall& s) { s.transb = epigemm_op_t(-1); },
        EPIGEMM_STATUS_INVALID_VALUE, "transb", {}, {-1, 0, 1}});
-  add({"desc_epilogue_out_of_range", [](BadCall& s) { s.epilogue = epigemm_epilogue_t(7); },
-       EPIGEMM_STATUS_INVALID_VALUE, "epilogue", {}, {7, 0, 6}});
+  add({"desc_epilogue_out_of_range", [](BadCall& s) { s.epilogue = epigemm_epilogue_t(10); },
+       EPIGEMM_STATUS_INVALID_VALUE, "epilogue", {}, {10, 0, 9}});
   add({"desc_epilogue_negative", [](BadCall& s) { s.epilogue = epigemm_epilogue_t(-1); },
-       EPIGEMM_STATUS_INVALID_VALUE, "epilogue", {}, {-1, 0, 6}});
+       EPIGEMM_STATUS_INVALID_VALUE, "epilogue", {}, {-1, 0, 9}});
   add({"desc_backend_out_of_range", [](BadCall& s) { s.backend = epigemm_backend_t(9); },
        EPIGEMM_STATUS_INVALID_VALUE, "backend", {}, {9, 0, 4}});
   add({"context_set_backend_out_of_range",

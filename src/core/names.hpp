@@ -1,6 +1,7 @@
 // Printable names of the public enums (the C API's epigemm_*_name call these).
 #pragma once
 
+#include "core/epilogue_math.hpp"
 #include "epigemm/epigemm.h"
 
 namespace epigemm {
@@ -23,8 +24,19 @@ inline const char* epilogue_name(epigemm_epilogue_t e) {
     case EPIGEMM_EPILOGUE_DGELU: return "DGELU";
     case EPIGEMM_EPILOGUE_DGELU_BGRAD: return "DGELU_BGRAD";
     case EPIGEMM_EPILOGUE_BGRADB: return "BGRADB";
+    case EPIGEMM_EPILOGUE_BGRADA: return "BGRADA";
+    case EPIGEMM_EPILOGUE_ACT: return "ACT";
+    case EPIGEMM_EPILOGUE_ACT_BIAS: return "ACT_BIAS";
   }
   return "invalid epilogue";
+}
+
+inline const char* activation_name(epigemm_activation_t a) {
+#define EPIGEMM_ACTIVATION_NAME(value, functor, name) \
+  case value: return name;
+  switch (a) { EPIGEMM_FOR_EACH_ACTIVATION(EPIGEMM_ACTIVATION_NAME) }
+#undef EPIGEMM_ACTIVATION_NAME
+  return "invalid activation";
 }
 
 inline const char* backend_name(epigemm_backend_t b) {
