@@ -1,19 +1,11 @@
 // Printable names of the public enums (the C API's epigemm_*_name call these).
 #pragma once
 
+#include "core/dtype.hpp"
 #include "core/epilogue_math.hpp"
 #include "epigemm/epigemm.h"
 
 namespace epigemm {
-
-inline const char* dtype_name(epigemm_dtype_t t) {
-  switch (t) {
-    case EPIGEMM_DTYPE_F32: return "f32";
-    case EPIGEMM_DTYPE_F16: return "f16";
-    case EPIGEMM_DTYPE_BF16: return "bf16";
-  }
-  return "invalid dtype";
-}
 
 inline const char* epilogue_name(epigemm_epilogue_t e) {
   switch (e) {

@@ -15,9 +15,6 @@
 namespace epigemm {
 namespace {
 
-bool dtype_valid(epigemm_dtype_t t) {
-  return t == EPIGEMM_DTYPE_F32 || t == EPIGEMM_DTYPE_F16 || t == EPIGEMM_DTYPE_BF16;
-}
 bool memory_valid(epigemm_memory_t m) {
   return m == EPIGEMM_MEMORY_HOST || m == EPIGEMM_MEMORY_DEVICE;
 }
