@@ -237,9 +237,9 @@ TEST_P(LinearLayer, Fprop) {
             }
             want_pre[t * kOut + o] = z;
             mag_pre[t * kOut + o] = mag;
-            want_y[t * kOut + o] = with_gelu ? double(golden_gelu(z)) : z;
+            want_y[t * kOut + o] = with_gelu ? double(golden_activation(EPIGEMM_ACTIVATION_GELU_TANH, z)) : z;
             mag_y[t * kOut + o] =
-                with_gelu ? std::fabs(double(golden_gelu_grad(z))) * mag + std::fabs(want_y[t * kOut + o]) : mag;
+                with_gelu ? std::fabs(double(golden_activation_grad(EPIGEMM_ACTIVATION_GELU_TANH, z))) * mag + std::fabs(want_y[t * kOut + o]) : mag;
           }
         }
         const bool ok = run_layer_call(
@@ -303,9 +303,9 @@ TEST_P(LinearLayer, Dgrad) {
           }
           if (with_gelu) {
             const double p = rm_get(pre, t, i);
-            mag = mag * std::fabs(double(golden_gelu_grad(p))) +
-                  std::fabs(g) * double(golden_gelu_grad_terms(p));
-            g *= double(golden_gelu_grad(p));
+            mag = mag * std::fabs(double(golden_activation_grad(EPIGEMM_ACTIVATION_GELU_TANH, p))) +
+                  std::fabs(g) * double(golden_activation_grad_terms(EPIGEMM_ACTIVATION_GELU_TANH, p));
+            g *= double(golden_activation_grad(EPIGEMM_ACTIVATION_GELU_TANH, p));
           }
           want_dx[t * kIn + i] = g;
           mag_dx[t * kIn + i] = mag;

@@ -46,7 +46,7 @@ double loss(const Params& p, const std::vector<double>& target) {
     for (int64_t h = 0; h < kHid; ++h) {
       double z = p.b1[h];
       for (int64_t i = 0; i < kIn; ++i) z += p.x[t * kIn + i] * p.w1[h * kIn + i];
-      a[h] = double(golden_gelu(z));
+      a[h] = double(golden_activation(EPIGEMM_ACTIVATION_GELU_TANH, z));
     }
     for (int64_t o = 0; o < kOut; ++o) {
       double y = p.b2[o];
