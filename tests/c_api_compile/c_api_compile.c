@@ -53,6 +53,24 @@ static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 static double silu_grad(double x) { return sigmoid(x) * (1.0 + x * (1.0 - sigmoid(x))); }
 static double gelu_erf(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
 
+/* dX [TOKENS, IN] = (dY W) * act'(pre_in) and bias_grad [IN] = sum over tokens of dX, against
+ * what a dgrad call wrote. */
+static void check_dgrad(const float *dy, const float *w, const float *pre_in, double (*act_grad)(double),
+                        const float *dx, const float *bias_grad, const char *what) {
+  int t, i, o;
+  for (i = 0; i < IN; ++i) {
+    double sum = 0.0;
+    for (t = 0; t < TOKENS; ++t) {
+      double g = 0.0;
+      for (o = 0; o < OUT; ++o) g += (double)dy[t * OUT + o] * w[o * IN + i];
+      g *= act_grad(pre_in[t * IN + i]);
+      sum += g;
+      check(close_to(dx[t * IN + i], g), what);
+    }
+    check(close_to(bias_grad[i], sum), what);
+  }
+}
+
 int main(void) {
   float x[TOKENS * IN] = {1, 2, 3, 4, -1, 0.5f, 0, 2, 0.25f, -2, 1, -0.5f};
   float w[OUT * IN] = {0.1f, -0.2f, 0.3f, 0.05f, -0.1f, 0.05f, 0.2f, -0.3f};
@@ -202,17 +220,7 @@ int main(void) {
 
   /* ---- dgrad: dX = (dY W) * gelu'(pre_in), bias_grad_in = sum over tokens of dX ---- */
   check_status(ctx, epigemm_linear_dgrad(ctx, &DY, &W, &PIN, &BGIN, &DX, NULL, 0, NULL), "linear_dgrad");
-  for (i = 0; i < IN; ++i) {
-    double sum = 0.0;
-    for (t = 0; t < TOKENS; ++t) {
-      double g = 0.0;
-      for (o = 0; o < OUT; ++o) g += (double)dy[t * OUT + o] * w[o * IN + i];
-      g *= gelu_grad(pre_in[t * IN + i]);
-      sum += g;
-      check(close_to(dx[t * IN + i], g), "dgrad dX");
-    }
-    check(close_to(bias_grad_in[i], sum), "dgrad bias_grad");
-  }
+  check_dgrad(dy, w, pre_in, gelu_grad, dx, bias_grad_in, "dgrad dX and bias_grad");
 
   /* ---- wgrad: dW = dY^T X, bias_grad_out = sum over tokens of dY ---- */
   check_status(ctx, epigemm_linear_wgrad(ctx, &X, &DY, &DW, 0, &BGOUT, NULL, 0, NULL), "linear_wgrad");
@@ -237,17 +245,7 @@ int main(void) {
   check_status(ctx, epigemm_linear_dgrad_act(ctx, &DY, &W, EPIGEMM_ACTIVATION_SILU, &PIN, &BGS, &DXS, NULL, 0,
                                              NULL),
                "linear_dgrad_act silu");
-  for (i = 0; i < IN; ++i) {
-    double sum = 0.0;
-    for (t = 0; t < TOKENS; ++t) {
-      double g = 0.0;
-      for (o = 0; o < OUT; ++o) g += (double)dy[t * OUT + o] * w[o * IN + i];
-      g *= silu_grad(pre_in[t * IN + i]);
-      sum += g;
-      check(close_to(dx_silu[t * IN + i], g), "dgrad_act silu dX");
-    }
-    check(close_to(bias_grad_silu[i], sum), "dgrad_act silu bias_grad");
-  }
+  check_dgrad(dy, w, pre_in, silu_grad, dx_silu, bias_grad_silu, "dgrad_act silu dX and bias_grad");
 
   /* ---- a description with an activation (ACT_BIAS, gelu_erf), and BGRADA ---- */
   check_status(ctx, epigemm_gemm_desc_set_epilogue(desc, EPIGEMM_EPILOGUE_ACT_BIAS), "set_epilogue ACT_BIAS");
