@@ -13,7 +13,8 @@
 # LAB_ARGS (the kernel lab's; default a short setting: 10 repetitions after 2 warm-ups).
 # DISPATCH_REFRESH=1: afterwards, regenerate src/backends/cublaslt/dispatch_table.inc from this
 # run's benchmark (scripts/make_dispatch_table.py), rebuild, run the dispatch and cublaslt/auto
-# tests and the whole benchmark again with the new table compiled in (results in $OUT/rerun).
+# tests and the benchmark again with the new table compiled in, for the activations cuBLASLt has
+# (gelu_tanh, relu: the only ones with table rows; results in $OUT/rerun).
 # PACK=1: at the end, pack everything under $OUT into $OUT/gpu-check.tgz (the device tool
 # returns at most 8 files).
 set -uo pipefail
@@ -115,7 +116,7 @@ if [ "${DISPATCH_REFRESH:-0}" = 1 ]; then
     cp src/backends/cublaslt/dispatch_table.inc "$OUT/rerun/" &&
     cmake --build "$BUILD" -j"$(nproc)" --target epigemm_tests epigemm_bench_gpu &&
     timeout 120 "$TESTS" --gtest_filter='*Dispatch*:cublaslt/*:auto_device/*' > "$OUT/rerun/tests.log" 2>&1 &&
-    timeout 240 "$BENCH" --out "$OUT/rerun" $BENCH_ARGS > "$OUT/rerun/bench.log" 2>&1; } > "$OUT/rerun/refresh.log" 2>&1
+    timeout 240 "$BENCH" --out "$OUT/rerun" $BENCH_ARGS --activations gelu_tanh,relu > "$OUT/rerun/bench.log" 2>&1; } > "$OUT/rerun/refresh.log" 2>&1
   REFRESH_RC=$?
   echo "refresh rc $REFRESH_RC; dispatch tests: $(counts "$OUT/rerun/tests.log")"
   grep -E "^dispatch over" "$OUT/rerun/bench.log"
