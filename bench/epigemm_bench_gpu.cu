@@ -609,7 +609,8 @@ int main(int argc, char** argv) {
   auto serial_backend = epigemm::create_cuda_backend(serial_options);
   auto bias_kernel_backend = epigemm::create_cuda_backend(bias_kernel_options);
   epigemm::cuda::KernelTuning tuning;
-  if (!epigemm::cuda::query_kernel_tuning(&tuning).ok()) die("query_kernel_tuning failed");
+  const epigemm::Status tuned = epigemm::cuda::query_kernel_tuning(&tuning);
+  if (!tuned.ok()) die("query_kernel_tuning: " + tuned.message());
 
   std::vector<Row> rows;
 
@@ -733,7 +734,8 @@ int main(int argc, char** argv) {
         for (int r = 0; r < sets; ++r) {
           const GemmShape g = gemm_shape(s, p, tsets[size_t(r)]);
           calls.push_back(internal_call(g, cs, tsets[size_t(r)], ws.ptr, ws_bytes, stream));
-          if (!epigemm::validate_gemm_call(calls.back()).ok()) die("internal call does not validate");
+          const epigemm::Status valid = epigemm::validate_gemm_call(calls.back());
+          if (!valid.ok()) die("the internal call of " + ename + " does not validate: " + valid.message());
           apis.push_back(api_call(calls.back()));
           apis_cublaslt.push_back(api_call(calls.back(), EPIGEMM_BACKEND_CUBLASLT));
           apis_auto.push_back(api_call(calls.back(), EPIGEMM_BACKEND_AUTO));
@@ -858,19 +860,22 @@ int main(int argc, char** argv) {
         const bool bias_only = cs.epilogue == EPIGEMM_EPILOGUE_BIAS;
         if (parts.computes_on_acc() && (bias_only || parts.activation == EPIGEMM_ACTIVATION_GELU_TANH)) {
           fns.push_back([&](int rep) {
-            if (!inplace_backend->run(calls[size_t(rep % sets)]).ok()) die("cuda_inplace run failed");
+            const epigemm::Status ran = inplace_backend->run(calls[size_t(rep % sets)]);
+            if (!ran.ok()) die("cuda_inplace: " + ran.message());
           });
           names.push_back("cuda_inplace");
         }
         if (bias_only) {
           fns.push_back([&](int rep) {
-            if (!bias_kernel_backend->run(calls[size_t(rep % sets)]).ok()) die("cuda_bias_kernel run failed");
+            const epigemm::Status ran = bias_kernel_backend->run(calls[size_t(rep % sets)]);
+            if (!ran.ok()) die("cuda_bias_kernel: " + ran.message());
           });
           names.push_back("cuda_bias_kernel");
         }
         if (parts.bias_grad == BiasGradPart::columns_of_b || parts.bias_grad == BiasGradPart::rows_of_a) {
           fns.push_back([&](int rep) {
-            if (!serial_backend->run(calls[size_t(rep % sets)]).ok()) die("cuda_serial run failed");
+            const epigemm::Status ran = serial_backend->run(calls[size_t(rep % sets)]);
+            if (!ran.ok()) die("cuda_serial: " + ran.message());
           });
           names.push_back("cuda_serial");
         }
@@ -963,9 +968,9 @@ int main(int argc, char** argv) {
             auto launch = [&](int rep) {
               TileArgs a = args_for(rep % sets);
               a.row_partials = static_cast<float*>(partials.ptr);
-              if (!epigemm::cuda::launch_tile_kernel(tuning, job.op, parts.activation, a, sums, EPIGEMM_DTYPE_BF16, stream).ok()) {
-                die("kernel launch failed");
-              }
+              const epigemm::Status launched =
+                  epigemm::cuda::launch_tile_kernel(tuning, job.op, parts.activation, a, sums, EPIGEMM_DTYPE_BF16, stream);
+              if (!launched.ok()) die("the " + ename + " kernel: " + launched.message());
             };
             const double bytes = kernel_bytes(job.op, a0.rows, a0.cols, job.acc_f32 ? 4.0 : 2.0);
             const double ms = interleaved_median_ms(timing, stream, {launch})[0];

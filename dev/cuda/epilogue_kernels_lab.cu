@@ -419,7 +419,9 @@ int main(int argc, char** argv) {
           "[--reps N] [--warmup N] [--csv FILE]");
     }
   }
-  if (waves_arg != 0 && (waves_arg < 1 || waves_arg > ec::kMaxWaves)) die("--waves: expected 1 to 8");
+  if (waves_arg != 0 && (waves_arg < 1 || waves_arg > ec::kMaxWaves)) {
+    die("--waves is " + std::to_string(waves_arg) + "; expected 1 to " + std::to_string(ec::kMaxWaves));
+  }
 
   std::vector<TileOp> ops;
   for (TileOp op : kOps) {
@@ -494,7 +496,7 @@ int main(int argc, char** argv) {
     } else {
       const bool lib = version_arg == "library";
       const int v = lib ? library_version : std::atoi(version_arg.c_str());
-      if (v < 1 || v > kVersionCount) die("--version: expected all, library or 1 to 13");
+      if (v < 1 || v > kVersionCount) die("--version is '" + version_arg + "'; expected all, library or 1 to 13");
       variants.push_back({lib ? "library" : "v" + std::to_string(v), v, waves_arg ? waves_arg : library_waves,
                           size_rules_arg >= 0 ? size_rules_arg == 1 : lib, dependent_arg >= 0 ? dependent_arg == 1 : true});
     }
