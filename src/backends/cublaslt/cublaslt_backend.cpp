@@ -1,6 +1,14 @@
 // The cublaslt backend: one cublasLtMatmul per call, the epilogue fused by cuBLASLt.
 //
-// What it declines (the dispatcher then routes the call to `cuda`), and why:
+// It runs only the epilogues cuBLASLt computes with our meaning (docs/conventions.md), by their
+// parts (core/epilogue_parts.hpp): DEFAULT, BIAS, BGRADB, BGRADA; with gelu_tanh (cuBLASLt's GELU
+// is the tanh form) ACT, ACT_BIAS, ACT_AUX, ACT_AUX_BIAS, DACT, DACT_BGRAD; with relu ACT and
+// ACT_BIAS (its RELU_AUX writes a bit mask, not the pre-activation). An activation epilogue with
+// the identity is the epilogue without it where the parts say so (ACT(identity) is DEFAULT,
+// ACT_BIAS(identity) is BIAS); the others with the identity, and every other activation, are
+// declined with the reason (cublaslt_epilogue.hpp).
+//
+// What else it declines (the dispatcher then routes the call to `cuda`), and why:
 //   - empty problems (gemm_m, gemm_n or gemm_k = 0): cuBLASLt rejects k = 0 and our degenerate
 //     semantics (docs/conventions.md) are simpler to keep in one backend;
 //   - pointers not 16-byte aligned, leading dimensions whose rows are not a multiple of 16 bytes,
@@ -12,19 +20,21 @@
 //     outside the fp32 tolerance of docs/conventions.md; `cuda` computes it to a few ulp;
 //   - anything its heuristic finds no algorithm for (answered once per case and cached).
 // State: one cuBLASLt handle per context, and per case (shapes, lds, dtypes, transposes,
-// epilogue, TF32) a plan: the matmul and layout descriptors plus the heuristic's first algorithm.
-// A call only sets the pointers on its plan and enqueues cublasLtMatmul on the caller's stream.
+// cuBLASLt epilogue, TF32) a plan: the matmul and layout descriptors plus the heuristic's first
+// algorithm. A call only sets the pointers on its plan and enqueues cublasLtMatmul on the
+// caller's stream.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <tuple>
 
+#include "backends/cublaslt/cublaslt_epilogue.hpp"
 #include "backends/cublaslt/cublaslt_preference.hpp"
 #include "core/backend.hpp"
-#include "core/names.hpp"
 #include "core/numeric.hpp"
 
 namespace epigemm {
@@ -42,18 +52,6 @@ cudaDataType_t cuda_type(epigemm_dtype_t t) {
   }
 }
 
-cublasLtEpilogue_t lt_epilogue(epigemm_epilogue_t e) {
-  switch (e) {
-    case EPIGEMM_EPILOGUE_BIAS: return CUBLASLT_EPILOGUE_BIAS;
-    case EPIGEMM_EPILOGUE_GELU_AUX: return CUBLASLT_EPILOGUE_GELU_AUX;
-    case EPIGEMM_EPILOGUE_GELU_AUX_BIAS: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-    case EPIGEMM_EPILOGUE_DGELU: return CUBLASLT_EPILOGUE_DGELU;
-    case EPIGEMM_EPILOGUE_DGELU_BGRAD: return CUBLASLT_EPILOGUE_DGELU_BGRAD;
-    case EPIGEMM_EPILOGUE_BGRADB: return CUBLASLT_EPILOGUE_BGRADB;
-    default: return CUBLASLT_EPILOGUE_DEFAULT;
-  }
-}
-
 bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kAlignment == 0; }
 bool ld_aligned(const Matrix& m) {
   return (m.ld * int64_t(dtype_size(m.dtype))) % int64_t(kAlignment) == 0;
@@ -64,14 +62,14 @@ bool ld_aligned(const Matrix& m) {
 using PlanKey = std::tuple<int64_t, int64_t, int64_t,            // gemm_m, gemm_n, gemm_k
                            int64_t, int64_t, int64_t, int64_t,   // lda, ldb, ldd, ld aux
                            int, int, int, int, int, int,         // dtypes a, d, bias, aux, bias_grad, tf32
-                           int, int, int, int>;                  // transa, transb, epilogue, beta != 0
+                           int, int, int, int>;                  // transa, transb, cuBLASLt epilogue, beta != 0
 
 PlanKey plan_key(const GemmCall& c) {
   const bool tf32 = c.allow_tf32 && c.a.dtype == EPIGEMM_DTYPE_F32;
   return PlanKey(c.gemm_m, c.gemm_n, c.gemm_k, c.a.ld, c.b.ld, c.d.ld, c.has_aux ? c.aux.ld : 0,
                  int(c.a.dtype), int(c.d.dtype), c.has_bias ? int(c.bias.dtype) : -1,
                  c.has_aux ? int(c.aux.dtype) : -1, c.has_bias_grad ? int(c.bias_grad.dtype) : -1,
-                 int(tf32), int(c.transa), int(c.transb), int(c.epilogue), int(c.beta != 0.0f));
+                 int(tf32), int(c.transa), int(c.transb), int(lt_epilogue(c).value), int(c.beta != 0.0f));
 }
 
 // The cuBLASLt objects of one case. Owned by the backend's cache, destroyed with the context.
@@ -129,6 +127,8 @@ class CublasLtBackend final : public Backend {
 
 Support CublasLtBackend::supports(const GemmCall& call) const {
   if (call.memory() != EPIGEMM_MEMORY_DEVICE) return Support::no("operands are in host memory");
+  const LtEpilogue epilogue = lt_epilogue(call);
+  if (!epilogue.found) return Support::no(epilogue.why_not);
   if (call.gemm_m == 0 || call.gemm_n == 0 || call.gemm_k == 0) {
     return Support::no("an empty dimension (gemm_m, gemm_n or gemm_k is 0)");
   }
@@ -146,7 +146,7 @@ Support CublasLtBackend::supports(const GemmCall& call) const {
     return Support::no("bias_grad is unaligned or its dtype differs from D's");
   }
   if (call.has_aux && call.aux.dtype != call.d.dtype) return Support::no("the aux dtype differs from D's");
-  if (epilogue_reads_aux(call.epilogue) && call.d.dtype == EPIGEMM_DTYPE_F32) {
+  if (call.parts().reads_aux() && call.d.dtype == EPIGEMM_DTYPE_F32) {
     return Support::no("cuBLASLt's fp32 dGELU is outside the fp32 tolerance (about 1e-5 relative)");
   }
   const Plan& plan = plan_for(call);
@@ -166,7 +166,7 @@ Plan& CublasLtBackend::plan_for(const GemmCall& call) const {
   const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const cublasOperation_t ta = call.transa == EPIGEMM_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = call.transb == EPIGEMM_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasLtEpilogue_t epilogue = lt_epilogue(call.epilogue);
+  const cublasLtEpilogue_t epilogue = lt_epilogue(call).value;
   bool ok = cublasLtMatmulDescCreate(&p.matmul, compute, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
   ok = ok && cublasLtMatmulDescSetAttribute(p.matmul, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == CUBLAS_STATUS_SUCCESS;
   ok = ok && cublasLtMatmulDescSetAttribute(p.matmul, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == CUBLAS_STATUS_SUCCESS;
@@ -212,7 +212,7 @@ Plan& CublasLtBackend::plan_for(const GemmCall& call) const {
       handle_, p.matmul, p.layout_a, p.layout_b, p.layout_d, p.layout_d, preference, 1, &result, &returned);
   cublasLtMatmulPreferenceDestroy(preference);
   if (status != CUBLAS_STATUS_SUCCESS || returned == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
-    p.why_not = std::string("cuBLASLt has no algorithm for ") + epilogue_name(call.epilogue) +
+    p.why_not = "cuBLASLt has no algorithm for " + epilogue_label(call.epilogue, call.activation) +
                 " with these dtypes and layouts";
     return p;
   }
