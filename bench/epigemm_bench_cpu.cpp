@@ -7,7 +7,7 @@
 //   openblas-sgemm, onednn-sgemm, onednn-matmul   the plain GEMM (floor candidates: the math
 //                                                 floor of the pass is the fastest of them)
 //   cpu                 the cpu backend through the public layer-level C API, every epilogue of
-//                       the pass
+//                       the pass, with each activation of --activations (default gelu_tanh)
 //   cpu[panel=W]        the backend with panels of W columns (GEMM then epilogue per panel)
 //                       instead of one panel, for the pass's full epilogue: what panels buy
 //                       (512 always, more widths with --panels)
@@ -20,8 +20,8 @@
 //                       widest build is the default where the CPU has AVX-512)
 //   cpu[acc in D]       GELU_AUX(_BIAS): the GEMM writes acc into D and the pass writes aux and D
 //                       (the default writes acc into an fp32 aux and the pass only D)
-//   onednn-matmul-fused oneDNN matmul with a bias and/or gelu_tanh post-op (fprop only; it has no
-//                       aux output, so it does less work than GELU_AUX(_BIAS))
+//   onednn-matmul-fused oneDNN matmul with a bias and/or activation post-op (fprop only; it has
+//                       no aux output, so it does less work than ACT_AUX(_BIAS))
 //   sgemm+plain-loop    the fastest sgemm then a plain loop for bias + GELU + aux (fprop)
 // --engines measures only what that per-shape choice is made from, on DEFAULT (no epilogue):
 // onednn-sgemm, onednn-matmul, cpu[sgemm], cpu[matmul] and cpu, written to
@@ -54,6 +54,7 @@
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/epilogue_kernels.hpp"
 #include "backends/cpu/gemm_engine.hpp"
+#include "core/epilogue_parts.hpp"
 #include "core/gemm_call.hpp"
 #include "core/layer_mapping.hpp"
 #include "epigemm/epigemm.h"
@@ -83,12 +84,14 @@ struct Options {
   std::vector<int64_t> panel_widths;  // extra cpu[panel=W] variants
   std::string passes = "fprop,dgrad,wgrad";
   bool engines = false;  // only the GEMM paths the engine choice compares (DEFAULT)
+  std::vector<epigemm_activation_t> activations = {EPIGEMM_ACTIVATION_GELU_TANH};
 };
 
 const char kUsage[] =
     "usage: epigemm_bench_cpu [--shapes t,i,o;t,i,o...] [--reps N] [--warmup N]\n"
     "                         [--out DIR] [--rotation-mb MB] [--passes fprop,dgrad,wgrad]\n"
-    "                         [--no-variants] [--panels W,W...] [--engines]\n";
+    "                         [--no-variants] [--panels W,W...] [--engines]\n"
+    "                         [--activations gelu_tanh,gelu_erf,relu,silu,identity|all]\n";
 
 // --help: what the program measures and every option, on stdout.
 [[noreturn]] void help() {
@@ -108,6 +111,8 @@ const char kUsage[] =
       "  --no-variants        only the floors, cpu and oneDNN fused (not cpu[panel=..] etc.)\n"
       "  --panels W,W...      extra cpu[panel=W] variants\n"
       "  --engines            only the GEMM paths the oneDNN call choice is made from (DEFAULT)\n"
+      "  --activations LIST   the activations of the cpu path's epilogues, or all (default\n"
+      "                       gelu_tanh); oneDNN fused runs with each as a post-op too\n"
       "  --help               this text\n\n"
       "docs/cpu_backend.md says how to read the results; scripts/cpu_verdict.py summarizes a csv.\n",
       kUsage);
@@ -180,6 +185,20 @@ Options parse(int argc, char** argv) {
       while (std::getline(all, one, ',')) o.panel_widths.push_back(integer(arg, one, 1, kLargestSize));
     } else if (arg == "--engines") {
       o.engines = true;
+    } else if (arg == "--activations") {
+      o.activations.clear();
+      std::stringstream all(value());
+      std::string one;
+      while (std::getline(all, one, ',')) {
+        bool found = false;
+        for (int a = 0; a <= int(EPIGEMM_ACTIVATION_SILU); ++a) {
+          if (one == "all" || one == epigemm_activation_name(epigemm_activation_t(a))) {
+            o.activations.push_back(epigemm_activation_t(a));
+            found = true;
+          }
+        }
+        if (!found) usage(("unknown activation " + one).c_str());
+      }
     } else if (arg == "--no-variants") {
       o.variants = false;
     } else if (arg == "--help" || arg == "-h") {
@@ -271,7 +290,9 @@ double set_bytes(const PassSet& s) {
 
 // The pass's full epilogue and its GemmCall through the library's one layer mapping.
 GemmCall map_pass(const std::string& pass, PassSet& s, const Layer& l, epigemm_epilogue_t e,
-                  std::vector<epigemm_tensor_t>& keep, std::vector<epigemm_vector_t>& keep_vectors) {
+                  epigemm_activation_t act, std::vector<epigemm_tensor_t>& keep,
+                  std::vector<epigemm_vector_t>& keep_vectors) {
+  const epigemm::EpilogueParts parts = epigemm::epilogue_parts(e, act);
   keep.clear();
   keep_vectors.clear();
   keep.reserve(8);
@@ -285,11 +306,11 @@ GemmCall map_pass(const std::string& pass, PassSet& s, const Layer& l, epigemm_e
     t.x = &keep[0];
     t.w = &keep[1];
     t.y = &keep[2];
-    if (epigemm::epilogue_writes_aux(e)) {
+    if (parts.writes_aux()) {
       keep.push_back(tensor(s.pre_out, l.tokens, l.out));
-      t.pre_gelu = &keep.back();
+      t.pre_act = &keep.back();
     }
-    if (epigemm::epilogue_reads_bias(e)) {
+    if (parts.reads_bias()) {
       keep_vectors.push_back(vec(s.bias));
       t.bias = &keep_vectors.back();
     }
@@ -301,11 +322,11 @@ GemmCall map_pass(const std::string& pass, PassSet& s, const Layer& l, epigemm_e
     t.dy = &keep[0];
     t.w = &keep[1];
     t.dx = &keep[2];
-    if (epigemm::epilogue_reads_aux(e)) {
+    if (parts.reads_aux()) {
       keep.push_back(tensor(s.pre_in, l.tokens, l.in));
-      t.pre_gelu = &keep.back();
+      t.pre_act = &keep.back();
     }
-    if (e == EPIGEMM_EPILOGUE_DGELU_BGRAD) {
+    if (parts.bias_grad == epigemm::BiasGradPart::rows_of_gradient) {
       keep_vectors.push_back(vec(s.bias_grad_in));
       t.bias_grad = &keep_vectors.back();
     }
@@ -329,26 +350,31 @@ GemmCall map_pass(const std::string& pass, PassSet& s, const Layer& l, epigemm_e
     std::exit(1);
   }
   call.epilogue = e;
+  call.activation = act;
   return call;
 }
 
 // The layer-level C API call of a pass with epilogue e (the `cpu` path).
 epigemm_status_t call_layer_api(epigemm_context_t ctx, const std::string& pass, PassSet& s,
-                                const Layer& l, epigemm_epilogue_t e, void* ws, size_t ws_bytes) {
+                                const Layer& l, epigemm_epilogue_t e, epigemm_activation_t act,
+                                void* ws, size_t ws_bytes) {
+  const epigemm::EpilogueParts parts = epigemm::epilogue_parts(e, act);
   epigemm_tensor_t X = tensor(s.x, l.tokens, l.in), W = tensor(s.w, l.out, l.in);
   epigemm_tensor_t Y = tensor(s.y, l.tokens, l.out), P = tensor(s.pre_out, l.tokens, l.out);
   epigemm_tensor_t DY = tensor(s.dy, l.tokens, l.out), DX = tensor(s.dx, l.tokens, l.in);
   epigemm_tensor_t PI = tensor(s.pre_in, l.tokens, l.in), DW = tensor(s.dw, l.out, l.in);
   epigemm_vector_t B = vec(s.bias), BGI = vec(s.bias_grad_in), BGO = vec(s.bias_grad_out);
   if (pass == "fprop") {
-    return epigemm_linear_fprop(ctx, &X, &W, epigemm::epilogue_reads_bias(e) ? &B : nullptr,
-                                epigemm::epilogue_writes_aux(e) ? &P : nullptr, &Y, ws, ws_bytes,
-                                nullptr);
+    return epigemm_linear_fprop_act(ctx, &X, &W, parts.reads_bias() ? &B : nullptr,
+                                    parts.activation, parts.writes_aux() ? &P : nullptr, &Y, ws,
+                                    ws_bytes, nullptr);
   }
   if (pass == "dgrad") {
-    return epigemm_linear_dgrad(ctx, &DY, &W, epigemm::epilogue_reads_aux(e) ? &PI : nullptr,
-                                e == EPIGEMM_EPILOGUE_DGELU_BGRAD ? &BGI : nullptr, &DX, ws,
-                                ws_bytes, nullptr);
+    if (!parts.reads_aux()) return epigemm_linear_dgrad(ctx, &DY, &W, nullptr, nullptr, &DX, ws, ws_bytes, nullptr);
+    return epigemm_linear_dgrad_act(
+        ctx, &DY, &W, parts.activation, &PI,
+        parts.bias_grad == epigemm::BiasGradPart::rows_of_gradient ? &BGI : nullptr, &DX, ws,
+        ws_bytes, nullptr);
   }
   return epigemm_linear_wgrad(ctx, &X, &DY, &DW, 0,
                               e == EPIGEMM_EPILOGUE_BGRADB ? &BGO : nullptr, ws, ws_bytes, nullptr);
@@ -364,7 +390,20 @@ struct OnednnMatmul {
   bool has_bias = false;
 };
 
-OnednnMatmul make_matmul(dnnl::engine& eng, const GemmCall& c, bool bias, bool gelu) {
+// The oneDNN post-op of an activation (its eltwise algorithms: swish with alpha 1 is silu).
+dnnl::algorithm onednn_eltwise(epigemm_activation_t act) {
+  switch (act) {
+    case EPIGEMM_ACTIVATION_GELU_ERF: return dnnl::algorithm::eltwise_gelu_erf;
+    case EPIGEMM_ACTIVATION_RELU: return dnnl::algorithm::eltwise_relu;
+    case EPIGEMM_ACTIVATION_SILU: return dnnl::algorithm::eltwise_swish;
+    case EPIGEMM_ACTIVATION_GELU_TANH:
+    case EPIGEMM_ACTIVATION_IDENTITY: break;
+  }
+  return dnnl::algorithm::eltwise_gelu_tanh;
+}
+
+// act = identity: no post-op.
+OnednnMatmul make_matmul(dnnl::engine& eng, const GemmCall& c, bool bias, epigemm_activation_t act) {
   using dims = dnnl::memory::dims;
   using dt = dnnl::memory::data_type;
   const auto n = c.gemm_n, m = c.gemm_m, k = c.gemm_k;
@@ -377,9 +416,10 @@ OnednnMatmul make_matmul(dnnl::engine& eng, const GemmCall& c, bool bias, bool g
   mm.has_bias = bias;
   if (bias) mm.bias = dnnl::memory::desc(dims{1, m}, dt::f32, dims{m, 1});
   dnnl::primitive_attr attr;
-  if (gelu) {
+  if (act != EPIGEMM_ACTIVATION_IDENTITY) {
     dnnl::post_ops ops;
-    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
+    // alpha: relu's negative slope (0); swish's sigmoid scale (1: silu).
+    ops.append_eltwise(1.0f, onednn_eltwise(act), act == EPIGEMM_ACTIVATION_SILU ? 1.0f : 0.0f, 0.0f);
     attr.set_post_ops(ops);
   }
   const dnnl::matmul::desc desc = bias ? dnnl::matmul::desc(mm.src, mm.weights, mm.bias, mm.dst)
@@ -412,16 +452,41 @@ double acc_at(const GemmCall& c, int64_t i, int64_t j) {
   }
   return sum;
 }
-// Written from docs/conventions.md with tanh, independently of src/core/epilogue_math.hpp.
-double gelu(double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
-double gelu_grad(double x) {
-  const double t = std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
-  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * 0.7978845608028654 * (1 + 3 * 0.044715 * x * x);
+// Written from docs/conventions.md, independently of src/core/epilogue_math.hpp.
+double activation(epigemm_activation_t act, double x) {
+  switch (act) {
+    case EPIGEMM_ACTIVATION_IDENTITY: return x;
+    case EPIGEMM_ACTIVATION_GELU_TANH:
+      return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    case EPIGEMM_ACTIVATION_GELU_ERF: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case EPIGEMM_ACTIVATION_RELU: return x > 0 ? x : 0.0;
+    case EPIGEMM_ACTIVATION_SILU: return x / (1 + std::exp(-x));
+  }
+  return x;
+}
+double activation_grad(epigemm_activation_t act, double x) {
+  switch (act) {
+    case EPIGEMM_ACTIVATION_IDENTITY: return 1.0;
+    case EPIGEMM_ACTIVATION_GELU_TANH: {
+      const double t = std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
+      return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * 0.7978845608028654 * (1 + 3 * 0.044715 * x * x);
+    }
+    case EPIGEMM_ACTIVATION_GELU_ERF:
+      return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+    case EPIGEMM_ACTIVATION_RELU: return x > 0 ? 1.0 : 0.0;
+    case EPIGEMM_ACTIVATION_SILU: {
+      const double s = 1 / (1 + std::exp(-x));
+      return s * (1 + x * (1 - s));
+    }
+  }
+  return 1.0;
 }
 
-// "" when the sampled outputs of epilogue e (as a path that writes `writes_aux` computes it)
-// agree with the recomputation to 1e-4 relative (fp32 sums of up to 4096 terms).
-std::string check(const GemmCall& c, epigemm_epilogue_t e, bool writes_aux) {
+// "" when the sampled outputs of epilogue e with activation act (as a path that writes
+// `writes_aux` computes it) agree with the recomputation to 1e-4 relative (fp32 sums of up to
+// 4096 terms).
+std::string check(const GemmCall& c, epigemm_epilogue_t e, epigemm_activation_t act, bool writes_aux) {
+  const epigemm::EpilogueParts parts = epigemm::epilogue_parts(e, act);
   auto close = [](double got, double want) {
     return std::fabs(got - want) <= 1e-4 * (std::fabs(want) + 1.0);
   };
@@ -431,26 +496,29 @@ std::string check(const GemmCall& c, epigemm_epilogue_t e, bool writes_aux) {
     const double acc = acc_at(c, i, j);
     double want = acc;
     const double bias = c.has_bias ? static_cast<const float*>(c.bias.data)[i] : 0.0;
-    if (e == EPIGEMM_EPILOGUE_BIAS) want = acc + bias;
-    if (e == EPIGEMM_EPILOGUE_GELU_AUX || e == EPIGEMM_EPILOGUE_GELU_AUX_BIAS) {
-      want = gelu(acc + bias);
-      if (writes_aux && !close(at(c.aux, i, j), acc + bias)) bad << "aux(" << i << "," << j << ") ";
+    if (parts.backward()) {
+      want = acc * activation_grad(parts.activation, at(c.aux, i, j));
+    } else {
+      const double z = parts.reads_bias() ? acc + bias : acc;
+      want = activation(parts.activation, z);
+      if (writes_aux && parts.writes_aux() && !close(at(c.aux, i, j), z)) bad << "aux(" << i << "," << j << ") ";
     }
-    if (e == EPIGEMM_EPILOGUE_DGELU || e == EPIGEMM_EPILOGUE_DGELU_BGRAD) want = acc * gelu_grad(at(c.aux, i, j));
     if (!close(at(c.d, i, j), want)) bad << "D(" << i << "," << j << ")=" << at(c.d, i, j) << " want " << want << " ";
   }
   const float* bg = static_cast<const float*>(c.bias_grad.data);
-  if (e == EPIGEMM_EPILOGUE_BGRADB) {
+  if (parts.bias_grad == epigemm::BiasGradPart::columns_of_b) {
     for (int64_t j = 0; j < c.gemm_n; j += std::max<int64_t>(1, c.gemm_n / 16)) {
       double sum = 0;
       for (int64_t p = 0; p < c.gemm_k; ++p) sum += c.transb == EPIGEMM_OP_N ? at(c.b, p, j) : at(c.b, j, p);
       if (!close(bg[j], sum)) bad << "bias_grad[" << j << "] ";
     }
   }
-  if (e == EPIGEMM_EPILOGUE_DGELU_BGRAD) {
+  if (parts.bias_grad == epigemm::BiasGradPart::rows_of_gradient) {
     for (int64_t i : {int64_t(0), c.gemm_m / 2, c.gemm_m - 1}) {
       double sum = 0;
-      for (int64_t j = 0; j < c.gemm_n; ++j) sum += acc_at(c, i, j) * gelu_grad(at(c.aux, i, j));
+      for (int64_t j = 0; j < c.gemm_n; ++j) {
+        sum += acc_at(c, i, j) * activation_grad(parts.activation, at(c.aux, i, j));
+      }
       if (std::fabs(bg[i] - sum) > 1e-4 * (std::fabs(sum) + std::sqrt(double(c.gemm_n)))) bad << "bias_grad[" << i << "] ";
     }
   }
@@ -573,7 +641,8 @@ int main(int argc, char** argv) {
       std::vector<GemmCall> calls;       // DEFAULT views, for the floors
       std::vector<GemmCall> full_calls;  // the full epilogue's views
       for (int s = 0; s < n_sets; ++s) {
-        full_calls.push_back(map_pass(pass, sets[s], layer, full, keep[s], keep_vectors[s]));
+        full_calls.push_back(map_pass(pass, sets[s], layer, full, EPIGEMM_ACTIVATION_GELU_TANH,
+                                      keep[s], keep_vectors[s]));
         calls.push_back(full_calls.back());
         calls.back().epilogue = EPIGEMM_EPILOGUE_DEFAULT;
       }
@@ -613,14 +682,16 @@ int main(int argc, char** argv) {
         };
         gemm(0);
         add(row(epigemm::cpu_gemm_engine_name(engine), "DEFAULT"), true, gemm,
-            check(calls[0], EPIGEMM_EPILOGUE_DEFAULT, false));
+            check(calls[0], EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_ACTIVATION_IDENTITY, false));
       }
       {
-        matmuls.push_back(std::make_unique<OnednnMatmul>(make_matmul(eng, calls[0], false, false)));
+        matmuls.push_back(std::make_unique<OnednnMatmul>(
+            make_matmul(eng, calls[0], false, EPIGEMM_ACTIVATION_IDENTITY)));
         OnednnMatmul* mm = matmuls.back().get();
         auto fn = [&, mm](int s) { run_matmul(*mm, eng, strm, calls[size_t(s)]); };
         fn(0);
-        add(row("onednn-matmul", "DEFAULT"), true, fn, check(calls[0], EPIGEMM_EPILOGUE_DEFAULT, false));
+        add(row("onednn-matmul", "DEFAULT"), true, fn,
+            check(calls[0], EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_ACTIVATION_IDENTITY, false));
       }
 
       // The cpu backend through the layer-level C API, every epilogue of the pass.
@@ -628,24 +699,31 @@ int main(int argc, char** argv) {
       epigemm_linear_workspace_size(ctx, layer.tokens, layer.in, layer.out, EPIGEMM_DTYPE_F32,
                                     EPIGEMM_MEMORY_HOST, &ws_bytes);
       std::vector<unsigned char> workspace(ws_bytes + 1);
-      for (const epigemm_epilogue_t e : pass_epilogues(pass)) {
-        if (opt.engines && e != EPIGEMM_EPILOGUE_DEFAULT) continue;
-        std::vector<epigemm_tensor_t> k0;
-        std::vector<epigemm_vector_t> kv0;
-        const GemmCall view = map_pass(pass, sets[0], layer, e, k0, kv0);
-        auto fn = [&, e](int s) {
-          const epigemm_status_t st = call_layer_api(ctx, pass, sets[size_t(s)], layer, e,
-                                                     workspace.data(), ws_bytes);
-          if (st != EPIGEMM_STATUS_SUCCESS) {
-            std::fprintf(stderr, "cpu: %s\n", epigemm_context_last_error(ctx));
-            std::exit(1);
-          }
-        };
-        fn(0);
-        epigemm_backend_t ran;
-        epigemm_context_last_backend(ctx, &ran, nullptr);
-        add(row("cpu", epigemm_epilogue_name(e)), false, fn,
-            ran == EPIGEMM_BACKEND_CPU ? check(view, e, true) : "FAILED: backend cpu did not run");
+      for (size_t a = 0; a < opt.activations.size(); ++a) {
+        const epigemm_activation_t act = opt.activations[a];
+        for (const epigemm_epilogue_t e : pass_epilogues(pass)) {
+          if (opt.engines && e != EPIGEMM_EPILOGUE_DEFAULT) continue;
+          // Epilogues without an activation do not depend on it: timed once.
+          const epigemm::EpilogueParts parts = epigemm::epilogue_parts(e, act);
+          const bool has_activation = parts.activation != EPIGEMM_ACTIVATION_IDENTITY || parts.uses_aux();
+          if (a > 0 && !has_activation) continue;
+          std::vector<epigemm_tensor_t> k0;
+          std::vector<epigemm_vector_t> kv0;
+          const GemmCall view = map_pass(pass, sets[0], layer, e, act, k0, kv0);
+          auto fn = [&, e, act](int s) {
+            const epigemm_status_t st = call_layer_api(ctx, pass, sets[size_t(s)], layer, e, act,
+                                                       workspace.data(), ws_bytes);
+            if (st != EPIGEMM_STATUS_SUCCESS) {
+              std::fprintf(stderr, "cpu: %s\n", epigemm_context_last_error(ctx));
+              std::exit(1);
+            }
+          };
+          fn(0);
+          epigemm_backend_t ran;
+          epigemm_context_last_backend(ctx, &ran, nullptr);
+          add(row("cpu", epigemm::epilogue_label(e, act)), false, fn,
+              ran == EPIGEMM_BACKEND_CPU ? check(view, e, act, true) : "FAILED: backend cpu did not run");
+        }
       }
 
       // Variants of the backend on the full epilogue (on DEFAULT with --engines).
@@ -666,7 +744,7 @@ int main(int argc, char** argv) {
           };
           fn(0);
           add(row(variant.name, epigemm_epilogue_name(variant_epilogue)), false, fn,
-              check(variant_calls[0], variant_epilogue, true));
+              check(variant_calls[0], variant_epilogue, EPIGEMM_ACTIVATION_GELU_TANH, true));
         }
       }
 
@@ -674,19 +752,25 @@ int main(int argc, char** argv) {
       if (pass == "fprop" && !opt.engines) {
         struct Fused {
           epigemm_epilogue_t e;
-          bool bias, gelu;
+          bool bias;
+          epigemm_activation_t act;
         };
-        for (const Fused f : {Fused{EPIGEMM_EPILOGUE_BIAS, true, false},
-                              Fused{EPIGEMM_EPILOGUE_GELU_AUX, false, true},
-                              Fused{EPIGEMM_EPILOGUE_GELU_AUX_BIAS, true, true}}) {
-          matmuls.push_back(std::make_unique<OnednnMatmul>(make_matmul(eng, full_calls[0], f.bias, f.gelu)));
+        std::vector<Fused> fused = {Fused{EPIGEMM_EPILOGUE_BIAS, true, EPIGEMM_ACTIVATION_IDENTITY}};
+        for (const epigemm_activation_t act : opt.activations) {
+          if (act == EPIGEMM_ACTIVATION_IDENTITY) continue;
+          fused.push_back(Fused{EPIGEMM_EPILOGUE_GELU_AUX, false, act});
+          fused.push_back(Fused{EPIGEMM_EPILOGUE_GELU_AUX_BIAS, true, act});
+        }
+        for (const Fused f : fused) {
+          matmuls.push_back(std::make_unique<OnednnMatmul>(make_matmul(eng, full_calls[0], f.bias, f.act)));
           OnednnMatmul* mm = matmuls.back().get();
           auto fn = [&, mm](int s) { run_matmul(*mm, eng, strm, full_calls[size_t(s)]); };
           fn(0);
           GemmCall view = full_calls[0];
           view.has_bias = f.bias;
-          add(row("onednn-matmul-fused", epigemm_epilogue_name(f.e)), false, fn,
-              std::string(f.gelu ? "no aux written " : "") + check(view, f.e, false));
+          const bool with_act = f.act != EPIGEMM_ACTIVATION_IDENTITY;
+          add(row("onednn-matmul-fused", epigemm::epilogue_label(f.e, f.act)), false, fn,
+              std::string(with_act ? "no aux written " : "") + check(view, f.e, f.act, false));
         }
         auto fn = [&](int s) {
           const GemmCall& c = full_calls[size_t(s)];
@@ -698,7 +782,7 @@ int main(int argc, char** argv) {
         };
         fn(0);
         add(row("sgemm+plain-loop", "GELU_AUX_BIAS"), false, fn,
-            check(full_calls[0], EPIGEMM_EPILOGUE_GELU_AUX_BIAS, true));
+            check(full_calls[0], EPIGEMM_EPILOGUE_GELU_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_TANH, true));
       }
 
       std::vector<std::function<void(int)>> fns;

@@ -1,23 +1,37 @@
 // epigemm_bench_gpu: the cuda backend against its floors and against cuBLASLt's fused epilogues,
-// bf16, on the five public benchmark shapes (docs/dev/cuda_backend.md explains every column).
+// bf16, on the public shapes of docs/dev/cuda_backend.md, for every epilogue of each pass with each activation
+// (docs/dev/cuda_backend.md explains every column).
 //
-// For each shape (tokens, in, out) and pass (fprop / dgrad / wgrad, GEMM coordinates from the
-// table in docs/conventions.md), in one run:
-//   floor        plain cublasGemmEx, bf16 in, bf16 D, fp32 compute (the math floor)
-//   floor_f32out the same GEMM writing fp32 (what the fp32-intermediate path runs)
+// Cases: fprop DEFAULT, BIAS, and ACT, ACT_BIAS, ACT_AUX, ACT_AUX_BIAS per activation; dgrad
+// DEFAULT, and DACT, DACT_BGRAD per activation; wgrad DEFAULT, BGRADB, BGRADA (GEMM coordinates
+// from the table in docs/conventions.md). ACT and ACT_BIAS with the identity are DEFAULT and BIAS
+// and are not repeated. For each case, in one run:
+//   floor        plain cublasGemmEx, bf16 in, bf16 D, fp32 compute (the math floor), timed
+//                interleaved with every variant of the case (case_floor rows)
+//   floor_f32out the same GEMM writing fp32 (what the fp32-intermediate path runs), per pass
 //   cuda         the `cuda` backend end to end through the public C API
+//   cublaslt     the `cublaslt` backend (where it supports the case; else its reason)
+//   auto         the dispatcher
+//   lt_fused     cuBLASLt with the fused epilogue called directly, where cuBLASLt has the epilogue
+//                (cublaslt_epilogue.hpp: gelu_tanh, relu without aux, BIAS, BGRADB, BGRADA)
 //   cuda_inplace the backend with the GEMM writing bf16 D and the epilogue in place (not the
-//                contract's numerics; measured to price the fp32 intermediate)
-//   cuda_serial  BGRADB with its sums on the caller's stream before the GEMM (the default runs them
-//                on a second stream, concurrently)
-//   lt_fused     cuBLASLt with the fused epilogue (bias / aux dtypes set explicitly to bf16)
-//   kernel       the epilogue kernel alone reading the fp32 intermediate; its bandwidth over the
-//                measured device-to-device copy bandwidth
-//   kernel_bf16acc  the same kernel reading bf16 acc (the in-place variant's kernel)
+//                contract's numerics; priced for BIAS and the gelu_tanh epilogues)
+//   cuda_bias_kernel  BIAS through the fp32 intermediate and the tile kernel
+//   cuda_serial  BGRADB / BGRADA with the operand's sums on the caller's stream (the default runs
+//                them on a second stream, concurrently)
+//   kernel       the epilogue kernel alone reading the fp32 intermediate, as the library launches
+//                it; its bandwidth over the measured device-to-device copy bandwidth (and
+//                kernel_cleanl2: each call after a kernel that leaves L2 clean)
+//   kernel_bf16acc, kernel_broadcast  the in-place variant's kernel (BIAS and gelu_tanh) and the
+//                bias broadcast of BIAS through the GEMM's beta
+// Launch configurations and their variants are measured by the kernel lab,
+// dev/cuda/epilogue_kernels_lab.cu, not here.
 // Inputs are random (never zeros), rotated among sets totalling >= 512 MB so that the 60 MB L2
-// holds no set; outputs of cuda and lt_fused are compared before anything is timed; every time is
-// the median of --reps single-call times (CUDA events) after --warmup calls.
-// Writes bench_gpu.csv and bench_gpu.md into --out (default "."), prints a short table last.
+// holds no set. Before anything is timed, each case's cuda outputs are checked against a naive
+// device computation of the epilogue on the same fp32 GEMM result, and against cuBLASLt's where it
+// has the epilogue. Every time is the median of --reps single-call times (CUDA events) after
+// --warmup calls. Writes bench_gpu.csv, bench_gpu.md and bench_dispatch.md into --out (default
+// "."), prints the kernels' activation table and the dispatch summary last.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -38,26 +52,29 @@
 #include <string>
 #include <vector>
 
+#include "backends/cublaslt/cublaslt_epilogue.hpp"
 #include "backends/cuda/cuda_backend.hpp"
-#include "core/layer_mapping.hpp"
 #include "backends/cuda/epilogue_kernels.hpp"
+#include "core/epilogue_math.hpp"
+#include "core/epilogue_parts.hpp"
 #include "core/gemm_call.hpp"
+#include "core/layer_mapping.hpp"
+#include "core/names.hpp"
 #include "core/validate.hpp"
 #include "epigemm/epigemm.h"
+#include "harness/cuda_timing.cuh"
 
 namespace {
 
-// ---- errors: the bench stops at the first failure it cannot report in its table -------------
+using epigemm::BiasGradPart;
+using epigemm::EpilogueParts;
 
-void die(const std::string& message) {
-  std::fprintf(stderr, "epigemm_bench_gpu: %s\n", message.c_str());
-  std::exit(1);
-}
-#define CUDA_OK(expr)                                                                    \
-  do {                                                                                   \
-    const cudaError_t err_ = (expr);                                                     \
-    if (err_ != cudaSuccess) die(std::string(#expr) + ": " + cudaGetErrorString(err_));  \
-  } while (0)
+// The bench stops at the first failure it cannot report in its table (harness/cuda_timing.cuh).
+using epigemm_bench::DeviceBuffer;
+using epigemm_bench::die;
+using epigemm_bench::interleaved_median_ms;
+using epigemm_bench::Timing;
+#define CUDA_OK(expr) EPIGEMM_BENCH_CUDA_OK(expr)
 #define CUBLAS_OK(expr)                                                                      \
   do {                                                                                       \
     const cublasStatus_t st_ = (expr);                                                       \
@@ -65,21 +82,6 @@ void die(const std::string& message) {
   } while (0)
 
 // ---- device helpers --------------------------------------------------------------------------
-
-// Uniform values in [-scale, scale) from a hash of (seed, index): random, reproducible, not zero.
-__global__ void fill_uniform_bf16(__nv_bfloat16* x, int64_t count, uint64_t seed, float scale) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    uint64_t h = seed * 0x9E3779B97F4A7C15ull + uint64_t(i);
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
-    const float u = float(h >> 40) * (1.0f / 16777216.0f);  // [0, 1)
-    x[i] = __float2bfloat16_rn((2.0f * u - 1.0f) * scale);
-  }
-}
 
 // Counts elements of two bf16 buffers with |x - y| > atol + rtol |y|, or NaN in either.
 __global__ void count_mismatches(const __nv_bfloat16* x, const __nv_bfloat16* y, int64_t count,
@@ -93,17 +95,71 @@ __global__ void count_mismatches(const __nv_bfloat16* x, const __nv_bfloat16* y,
   if (local != 0) atomicAdd(mismatches, local);
 }
 
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  size_t bytes = 0;
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t n) : bytes(n) { CUDA_OK(cudaMalloc(&ptr, std::max<size_t>(n, 256))); }
-  ~DeviceBuffer() {
-    if (ptr) cudaFree(ptr);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+// ---- the naive device computation the cuda backend's outputs are checked against -----------
+// One thread per element (or per sum), the activation chosen at run time, the functors of
+// core/epilogue_math.hpp: nothing of the tile kernels' structure, batching or vector loads.
+
+__device__ float naive_forward(epigemm_activation_t activation, float x) {
+#define EPIGEMM_NAIVE_FORWARD(value, functor, name) \
+  case value: return functor::forward(x);
+  switch (activation) { EPIGEMM_FOR_EACH_ACTIVATION(EPIGEMM_NAIVE_FORWARD) }
+#undef EPIGEMM_NAIVE_FORWARD
+  return x;
+}
+
+__device__ float naive_derivative(epigemm_activation_t activation, float x) {
+#define EPIGEMM_NAIVE_DERIVATIVE(value, functor, name) \
+  case value: return functor::derivative(x);
+  switch (activation) { EPIGEMM_FOR_EACH_ACTIVATION(EPIGEMM_NAIVE_DERIVATIVE) }
+#undef EPIGEMM_NAIVE_DERIVATIVE
+  return 1.0f;
+}
+
+// The parts a naive kernel needs, as plain values.
+struct NaiveParts {
+  bool bias, writes_aux, backward;
+  epigemm_activation_t activation;
 };
+
+// acc: m x n fp32 (ld m); bias: m bf16; aux_in: m x n bf16 (ld m, backward); d, aux_out: m x n
+// bf16 (ld m).
+__global__ void naive_epilogue(NaiveParts parts, int64_t m, int64_t n, const float* acc,
+                               const __nv_bfloat16* bias, const __nv_bfloat16* aux_in,
+                               __nv_bfloat16* d, __nv_bfloat16* aux_out) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < m * n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = e % m;
+    float out;
+    if (parts.backward) {
+      out = acc[e] * naive_derivative(parts.activation, __bfloat162float(aux_in[e]));
+    } else {
+      const float z = parts.bias ? acc[e] + __bfloat162float(bias[i]) : acc[e];
+      if (parts.writes_aux) aux_out[e] = __float2bfloat16_rn(z);
+      out = naive_forward(parts.activation, z);
+    }
+    d[e] = __float2bfloat16_rn(out);
+  }
+}
+
+// Rows of g: out[i] = sum_j acc[i, j] act'(aux[i, j]), one thread per row.
+__global__ void naive_gradient_row_sums(epigemm_activation_t activation, int64_t m, int64_t n,
+                                        const float* acc, const __nv_bfloat16* aux, __nv_bfloat16* out) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= m) return;
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) sum += acc[i + j * m] * naive_derivative(activation, __bfloat162float(aux[i + j * m]));
+  out[i] = __float2bfloat16_rn(sum);
+}
+
+// An operand's sums: out[r] = sum_c x[r * row_step + c * column_step], c < terms, one thread per r.
+__global__ void naive_operand_sums(const __nv_bfloat16* x, int64_t length, int64_t terms, int64_t row_step,
+                                   int64_t column_step, __nv_bfloat16* out) {
+  const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= length) return;
+  float sum = 0.0f;
+  for (int64_t c = 0; c < terms; ++c) sum += __bfloat162float(x[r * row_step + c * column_step]);
+  out[r] = __float2bfloat16_rn(sum);
+}
 
 // Reads `count` 16-byte words and writes nothing (the store is never taken): run before a timed
 // kernel, it leaves L2 holding clean lines of this buffer only, so that the timed kernel does not
@@ -120,8 +176,7 @@ __global__ void read_to_clean_l2(const uint4* words, int64_t count, int* never_w
 }
 
 void fill(void* p, int64_t count, uint64_t seed, float scale) {
-  fill_uniform_bf16<<<4096, 256>>>(static_cast<__nv_bfloat16*>(p), count, seed, scale);
-  CUDA_OK(cudaGetLastError());
+  epigemm_bench::fill_uniform(p, false, count, seed, scale);
 }
 
 unsigned long long mismatches(const void* x, const void* y, int64_t count, float rtol, float atol) {
@@ -136,72 +191,6 @@ unsigned long long mismatches(const void* x, const void* y, int64_t count, float
   return host;
 }
 
-// ---- timing: a CUDA-event timer, median of single-call times --------------------------------
-
-struct Timing {
-  int warmup = 5;
-  int reps = 25;
-};
-
-// Median milliseconds of fn(rep) over t.reps calls on `stream`, each between two events.
-double median_ms(const Timing& t, cudaStream_t stream, const std::function<void(int)>& fn) {
-  for (int i = 0; i < t.warmup; ++i) fn(i);
-  std::vector<cudaEvent_t> events(size_t(2 * t.reps));
-  for (auto& e : events) CUDA_OK(cudaEventCreate(&e));
-  for (int i = 0; i < t.reps; ++i) {
-    CUDA_OK(cudaEventRecord(events[size_t(2 * i)], stream));
-    fn(t.warmup + i);
-    CUDA_OK(cudaEventRecord(events[size_t(2 * i + 1)], stream));
-  }
-  CUDA_OK(cudaStreamSynchronize(stream));
-  std::vector<double> ms(size_t(t.reps));
-  for (int i = 0; i < t.reps; ++i) {
-    float v = 0;
-    CUDA_OK(cudaEventElapsedTime(&v, events[size_t(2 * i)], events[size_t(2 * i + 1)]));
-    ms[size_t(i)] = v;
-  }
-  for (auto& e : events) cudaEventDestroy(e);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
-// Median milliseconds of each fn over t.reps rounds; in every round each fn runs once, in turn,
-// between its own two events. Interleaving puts every variant under the same clocks and
-// temperature, so their ratios do not drift with the card's state during the run.
-// before (optional) runs ahead of each timed call, outside its events.
-std::vector<double> interleaved_median_ms(const Timing& t, cudaStream_t stream,
-                                          const std::vector<std::function<void(int)>>& fns,
-                                          const std::function<void()>& before = nullptr) {
-  for (int i = 0; i < t.warmup; ++i) {
-    for (const auto& fn : fns) fn(i);
-  }
-  const size_t n = fns.size();
-  std::vector<cudaEvent_t> events(2 * n * size_t(t.reps));
-  for (auto& e : events) CUDA_OK(cudaEventCreate(&e));
-  for (int i = 0; i < t.reps; ++i) {
-    for (size_t v = 0; v < n; ++v) {
-      if (before) before();
-      CUDA_OK(cudaEventRecord(events[2 * (size_t(i) * n + v)], stream));
-      fns[v](t.warmup + i);
-      CUDA_OK(cudaEventRecord(events[2 * (size_t(i) * n + v) + 1], stream));
-    }
-  }
-  CUDA_OK(cudaStreamSynchronize(stream));
-  std::vector<double> medians(n);
-  for (size_t v = 0; v < n; ++v) {
-    std::vector<double> ms(size_t(t.reps));
-    for (int i = 0; i < t.reps; ++i) {
-      float value = 0;
-      CUDA_OK(cudaEventElapsedTime(&value, events[2 * (size_t(i) * n + v)], events[2 * (size_t(i) * n + v) + 1]));
-      ms[size_t(i)] = value;
-    }
-    std::sort(ms.begin(), ms.end());
-    medians[v] = ms[ms.size() / 2];
-  }
-  for (auto& e : events) cudaEventDestroy(e);
-  return medians;
-}
-
 // ---- the cases -------------------------------------------------------------------------------
 
 struct Shape {
@@ -209,24 +198,64 @@ struct Shape {
 };
 const Shape kPublicShapes[] = {
     {8192, 4096, 16384}, {8192, 16384, 4096}, {4096, 1024, 4096}, {16384, 8192, 28672}, {2048, 768, 3072}};
+// The shapes whose epilogue tensors the kernels' targets are stated on (docs/dev/cuda_backend.md).
+bool is_largest_shape(const Shape& s) {
+  return (s.tokens == 8192 && s.in == 4096 && s.out == 16384) || (s.tokens == 8192 && s.in == 16384 && s.out == 4096) ||
+         (s.tokens == 16384 && s.in == 8192 && s.out == 28672);
+}
 
 enum class Pass { fprop, dgrad, wgrad };
-const char* pass_name(Pass p) { return p == Pass::fprop ? "fprop" : p == Pass::dgrad ? "dgrad" : "wgrad"; }
+const char* pass_name(Pass p) {
+  switch (p) {
+    case Pass::fprop: return "fprop";
+    case Pass::dgrad: return "dgrad";
+    case Pass::wgrad: return "wgrad";
+  }
+  return "?";
+}
 
-std::vector<epigemm_epilogue_t> pass_epilogues(Pass p) {
+// One case of a pass: an epilogue with the activation of the description.
+struct Case {
+  epigemm_epilogue_t epilogue;
+  epigemm_activation_t activation;
+  EpilogueParts parts() const { return epigemm::epilogue_parts(epilogue, activation); }
+  std::string label() const { return epigemm::epilogue_label(epilogue, activation); }
+};
+
+std::vector<Case> pass_cases(Pass p, const std::vector<epigemm_activation_t>& activations) {
+  // The epilogues without an activation carry the default activation, which they do not read.
+  const epigemm_activation_t none = EPIGEMM_ACTIVATION_GELU_TANH;
+  std::vector<Case> cases;
   switch (p) {
     case Pass::fprop:
-      return {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_BIAS, EPIGEMM_EPILOGUE_GELU_AUX,
-              EPIGEMM_EPILOGUE_GELU_AUX_BIAS};
-    case Pass::dgrad: return {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_DGELU, EPIGEMM_EPILOGUE_DGELU_BGRAD};
-    default: return {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_BGRADB};
+      cases = {{EPIGEMM_EPILOGUE_DEFAULT, none}, {EPIGEMM_EPILOGUE_BIAS, none}};
+      for (epigemm_activation_t a : activations) {
+        for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_ACT, EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_EPILOGUE_ACT_AUX,
+                                     EPIGEMM_EPILOGUE_ACT_AUX_BIAS}) {
+          // ACT and ACT_BIAS with the identity are DEFAULT and BIAS, measured above.
+          if (a == EPIGEMM_ACTIVATION_IDENTITY && !epigemm::epilogue_parts(e, a).uses_aux()) continue;
+          cases.push_back({e, a});
+        }
+      }
+      break;
+    case Pass::dgrad:
+      cases = {{EPIGEMM_EPILOGUE_DEFAULT, none}};
+      for (epigemm_activation_t a : activations) {
+        cases.push_back({EPIGEMM_EPILOGUE_DACT, a});
+        cases.push_back({EPIGEMM_EPILOGUE_DACT_BGRAD, a});
+      }
+      break;
+    case Pass::wgrad:
+      cases = {{EPIGEMM_EPILOGUE_DEFAULT, none}, {EPIGEMM_EPILOGUE_BGRADB, none}, {EPIGEMM_EPILOGUE_BGRADA, none}};
+      break;
   }
+  return cases;
 }
 
 // One rotation set: every tensor of the three passes of a shape, row-major framework tensors
 // (docs/conventions.md, "Layout"), bf16.
 struct TensorSet {
-  std::unique_ptr<DeviceBuffer> x, w, dy, y, pre_gelu, dx, pre_gelu_prev, dw, bias, bias_grad_in,
+  std::unique_ptr<DeviceBuffer> x, w, dy, y, pre_act, dx, pre_act_prev, dw, bias, bias_grad_in,
       bias_grad_out, acc_f32;
 };
 
@@ -236,8 +265,9 @@ struct GemmShape {
   int64_t m, n, k, lda, ldb, ldd;
   const void *a, *b;
   void* d;
-  void* aux;  // pre_gelu (fprop, written) or pre_gelu_prev (dgrad, read); ld = m
-  void* bias_grad;
+  void* aux;          // pre_act (fprop, written) or pre_act_prev (dgrad, read); ld = m
+  void* bias_grad_m;  // length gemm_m: DACT_BGRAD (dgrad), BGRADA (wgrad)
+  void* bias_grad_n;  // length gemm_n: BGRADB (wgrad)
 };
 
 GemmShape gemm_shape(const Shape& s, Pass p, const TensorSet& t) {
@@ -252,33 +282,35 @@ GemmShape gemm_shape(const Shape& s, Pass p, const TensorSet& t) {
   epigemm::LayerTensors layer;
   epigemm::LayerPass layer_pass = epigemm::LayerPass::fprop;
   void* aux = nullptr;
-  void* bias_grad = nullptr;
+  void* bias_grad_m = nullptr;
+  void* bias_grad_n = nullptr;
   switch (p) {
     case Pass::fprop:
       layer.x = &x, layer.w = &w, layer.y = &y;
-      aux = t.pre_gelu->ptr;
+      aux = t.pre_act->ptr;
       break;
     case Pass::dgrad:
       layer.dy = &dy, layer.w = &w, layer.dx = &dx;
       layer_pass = epigemm::LayerPass::dgrad;
-      aux = t.pre_gelu_prev->ptr;
-      bias_grad = t.bias_grad_in->ptr;
+      aux = t.pre_act_prev->ptr;
+      bias_grad_m = t.bias_grad_in->ptr;  // gemm_m = in_features
       break;
     case Pass::wgrad:
       layer.x = &x, layer.dy = &dy, layer.dw = &dw;
       layer_pass = epigemm::LayerPass::wgrad;
-      bias_grad = t.bias_grad_out->ptr;
+      bias_grad_m = t.bias_grad_in->ptr;   // gemm_m = in_features: BGRADA, the sum of X over tokens
+      bias_grad_n = t.bias_grad_out->ptr;  // gemm_n = out_features: BGRADB, the sum of dY over tokens
       break;
   }
   epigemm::GemmCall call;
   if (!epigemm::map_layer_to_gemm(layer_pass, layer, &call).ok()) die("map_layer_to_gemm refused a public shape");
   return GemmShape{call.transa, call.transb, call.gemm_m, call.gemm_n, call.gemm_k, call.a.ld, call.b.ld,
-                   call.d.ld, call.a.data, call.b.data, call.d.data, aux, bias_grad};
+                   call.d.ld, call.a.data, call.b.data, call.d.data, aux, bias_grad_m, bias_grad_n};
 }
 
 // The internal call (GEMM coordinates) for the variants run on a backend object directly.
-epigemm::GemmCall internal_call(const GemmShape& g, epigemm_epilogue_t e, const TensorSet& t,
-                                void* ws, size_t ws_bytes, cudaStream_t stream) {
+epigemm::GemmCall internal_call(const GemmShape& g, const Case& cs, const TensorSet& t, void* ws,
+                                size_t ws_bytes, cudaStream_t stream) {
   using epigemm::Matrix;
   epigemm::GemmCall c;
   c.transa = g.transa;
@@ -290,18 +322,22 @@ epigemm::GemmCall internal_call(const GemmShape& g, epigemm_epilogue_t e, const 
   c.b = Matrix{const_cast<void*>(g.b), bf16, tb ? g.n : g.k, tb ? g.k : g.n, g.ldb, dev};
   c.d = Matrix{g.d, bf16, g.m, g.n, g.ldd, dev};
   epigemm::gemm_dims_from_operands(&c);
-  c.epilogue = e;
-  if (epigemm::epilogue_reads_bias(e)) {
+  c.epilogue = cs.epilogue;
+  c.activation = cs.activation;
+  const EpilogueParts parts = cs.parts();
+  if (parts.reads_bias()) {
     c.has_bias = true;
     c.bias = epigemm::Vector{t.bias->ptr, bf16, g.m, dev};
   }
-  if (epigemm::epilogue_reads_aux(e) || epigemm::epilogue_writes_aux(e)) {
+  if (parts.uses_aux()) {
     c.has_aux = true;
     c.aux = Matrix{g.aux, bf16, g.m, g.n, g.m, dev};
   }
-  if (epigemm::epilogue_writes_bias_grad(e)) {
+  if (parts.writes_bias_grad()) {
     c.has_bias_grad = true;
-    c.bias_grad = epigemm::Vector{g.bias_grad, bf16, epigemm::bias_grad_length(c), dev};
+    void* data = parts.bias_grad == BiasGradPart::columns_of_b ? g.bias_grad_n : g.bias_grad_m;
+    if (data == nullptr) die("no bias-gradient buffer for " + cs.label() + " in this pass");
+    c.bias_grad = epigemm::Vector{data, bf16, c.bias_grad_length(), dev};
   }
   c.backend = EPIGEMM_BACKEND_CUDA;
   c.workspace = ws;
@@ -323,27 +359,32 @@ ApiCall api_call(const epigemm::GemmCall& c, epigemm_backend_t backend = EPIGEMM
   api.a = mat(c.a);
   api.b = mat(c.b);
   api.d = mat(c.d);
-  epigemm_gemm_desc_create(&api.desc);
-  epigemm_gemm_desc_set_transpose(api.desc, c.transa, c.transb);
-  epigemm_gemm_desc_set_epilogue(api.desc, c.epilogue);
-  epigemm_gemm_desc_set_backend(api.desc, backend);
+  auto ok = [](epigemm_status_t status, const char* what) {
+    if (status != EPIGEMM_STATUS_SUCCESS) die(std::string(what) + " failed: " + epigemm_status_name(status));
+  };
+  ok(epigemm_gemm_desc_create(&api.desc), "epigemm_gemm_desc_create");
+  ok(epigemm_gemm_desc_set_transpose(api.desc, c.transa, c.transb), "epigemm_gemm_desc_set_transpose");
+  ok(epigemm_gemm_desc_set_epilogue(api.desc, c.epilogue), "epigemm_gemm_desc_set_epilogue");
+  ok(epigemm_gemm_desc_set_activation(api.desc, c.activation), "epigemm_gemm_desc_set_activation");
+  ok(epigemm_gemm_desc_set_backend(api.desc, backend), "epigemm_gemm_desc_set_backend");
   if (c.has_bias) {
     const epigemm_vector_t v{c.bias.data, c.bias.dtype, c.bias.length, c.bias.memory};
-    epigemm_gemm_desc_set_bias(api.desc, &v);
+    ok(epigemm_gemm_desc_set_bias(api.desc, &v), "epigemm_gemm_desc_set_bias");
   }
   if (c.has_aux) {
     const epigemm_matrix_t m = mat(c.aux);
-    epigemm_gemm_desc_set_aux(api.desc, &m);
+    ok(epigemm_gemm_desc_set_aux(api.desc, &m), "epigemm_gemm_desc_set_aux");
   }
   if (c.has_bias_grad) {
     const epigemm_vector_t v{c.bias_grad.data, c.bias_grad.dtype, c.bias_grad.length,
                              c.bias_grad.memory};
-    epigemm_gemm_desc_set_bias_grad(api.desc, &v);
+    ok(epigemm_gemm_desc_set_bias_grad(api.desc, &v), "epigemm_gemm_desc_set_bias_grad");
   }
   return api;
 }
 
-// cuBLASLt with the fused epilogue for one call; nullptr algo when the heuristic has none.
+// cuBLASLt with the fused epilogue for one call; found = false when cuBLASLt has no such
+// epilogue (cublaslt_epilogue.hpp) or its heuristic no algorithm.
 struct LtCall {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
@@ -357,28 +398,18 @@ struct LtCall {
   }
 };
 
-cublasLtEpilogue_t lt_epilogue(epigemm_epilogue_t e) {
-  switch (e) {
-    case EPIGEMM_EPILOGUE_BIAS: return CUBLASLT_EPILOGUE_BIAS;
-    case EPIGEMM_EPILOGUE_GELU_AUX: return CUBLASLT_EPILOGUE_GELU_AUX;
-    case EPIGEMM_EPILOGUE_GELU_AUX_BIAS: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-    case EPIGEMM_EPILOGUE_DGELU: return CUBLASLT_EPILOGUE_DGELU;
-    case EPIGEMM_EPILOGUE_DGELU_BGRAD: return CUBLASLT_EPILOGUE_DGELU_BGRAD;
-    case EPIGEMM_EPILOGUE_BGRADB: return CUBLASLT_EPILOGUE_BGRADB;
-    default: return CUBLASLT_EPILOGUE_DEFAULT;
-  }
-}
-
 constexpr size_t kLtWorkspace = size_t(32) << 20;
 
 void lt_setup(cublasLtHandle_t lt, const epigemm::GemmCall& c, LtCall* call) {
+  const epigemm::LtEpilogue epilogue = epigemm::lt_epilogue(c);
+  if (!epilogue.found) return;
   CUBLAS_OK(cublasLtMatmulDescCreate(&call->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = c.transa == EPIGEMM_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = c.transb == EPIGEMM_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N;
   CUBLAS_OK(cublasLtMatmulDescSetAttribute(call->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
   CUBLAS_OK(cublasLtMatmulDescSetAttribute(call->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-  const cublasLtEpilogue_t epi = lt_epilogue(c.epilogue);
-  CUBLAS_OK(cublasLtMatmulDescSetAttribute(call->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+  CUBLAS_OK(cublasLtMatmulDescSetAttribute(call->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue.value,
+                                           sizeof epilogue.value));
   const cudaDataType_t bf16 = CUDA_R_16BF;
   if (c.has_bias || c.has_bias_grad) {
     const void* p = c.has_bias ? c.bias.data : c.bias_grad.data;
@@ -419,12 +450,13 @@ void lt_run(cublasLtHandle_t lt, const epigemm::GemmCall& c, const LtCall& call,
 // ---- results ---------------------------------------------------------------------------------
 
 struct Row {
-  std::string shape, pass, epilogue, variant;
+  std::string shape, pass, epilogue, activation, variant;
   double ms = NAN;
   double ratio_to_floor = NAN;
   double bytes = NAN;      // kernels: bytes moved; e2e: the epilogue's bytes floor
   double bandwidth = NAN;  // TB/s (kernels)
   std::string check;
+  epigemm_epilogue_t epilogue_value = EPIGEMM_EPILOGUE_DEFAULT;  // the case's (kernel rows)
 };
 
 std::string shape_name(const Shape& s) {
@@ -434,46 +466,30 @@ std::string shape_name(const Shape& s) {
 }
 
 // The fewest bytes an epilogue must move beside the GEMM (its "bytes floor"): D re-read and
-// re-written in its own dtype, aux written or read once, op(B) read once for BGRADB.
-double epilogue_floor_bytes(epigemm_epilogue_t e, int64_t m, int64_t n, int64_t k) {
+// re-written in its own dtype where the epilogue computes on acc, aux written or read once, the
+// operand read once for BGRADB / BGRADA (bf16 throughout).
+double epilogue_floor_bytes(const EpilogueParts& parts, int64_t m, int64_t n, int64_t k) {
   const double elems = double(m) * double(n);
-  switch (e) {
-    case EPIGEMM_EPILOGUE_BIAS: return 4.0 * elems;
-    case EPIGEMM_EPILOGUE_GELU_AUX:
-    case EPIGEMM_EPILOGUE_GELU_AUX_BIAS:
-    case EPIGEMM_EPILOGUE_DGELU:
-    case EPIGEMM_EPILOGUE_DGELU_BGRAD: return 6.0 * elems;
-    case EPIGEMM_EPILOGUE_BGRADB: return 2.0 * double(k) * double(n);
-    default: return 0.0;
+  switch (parts.bias_grad) {
+    case BiasGradPart::columns_of_b: return 2.0 * double(k) * double(n);
+    case BiasGradPart::rows_of_a: return 2.0 * double(k) * double(m);
+    case BiasGradPart::none:
+    case BiasGradPart::rows_of_gradient: break;
   }
+  if (!parts.computes_on_acc()) return 0.0;
+  return (parts.uses_aux() ? 6.0 : 4.0) * elems;
 }
 
-// Bytes the tile kernel moves reading acc of `acc_bytes` per element.
+// Bytes the tile kernel moves over rows x cols, reading acc of `acc_bytes` per element (D, aux
+// and the operands in bf16).
 double kernel_bytes(epigemm::cuda::TileOp op, int64_t rows, int64_t cols, double acc_bytes) {
-  using epigemm::cuda::TileOp;
+  const epigemm::cuda::TileOpParts p = epigemm::cuda::tile_op_parts(op);
   const double elems = double(rows) * double(cols);
-  switch (op) {
-    case TileOp::bias: return elems * (acc_bytes + 2);
-    case TileOp::gelu_aux:
-    case TileOp::gelu_aux_bias:
-    case TileOp::dgelu:
-    case TileOp::dgelu_bgrad: return elems * (acc_bytes + 4);
-    case TileOp::row_sums: return elems * 2;
-    case TileOp::bias_broadcast: return elems * 2;
-  }
-  return 0;
-}
-
-epigemm::cuda::TileOp tile_op(epigemm_epilogue_t e) {
-  using epigemm::cuda::TileOp;
-  switch (e) {
-    case EPIGEMM_EPILOGUE_BIAS: return TileOp::bias;
-    case EPIGEMM_EPILOGUE_GELU_AUX: return TileOp::gelu_aux;
-    case EPIGEMM_EPILOGUE_GELU_AUX_BIAS: return TileOp::gelu_aux_bias;
-    case EPIGEMM_EPILOGUE_DGELU: return TileOp::dgelu;
-    case EPIGEMM_EPILOGUE_DGELU_BGRAD: return TileOp::dgelu_bgrad;
-    default: return TileOp::row_sums;
-  }
+  double per_element = 0.0;
+  if (p.reads_acc) per_element += acc_bytes;
+  if (p.reads_aux || p.writes_aux) per_element += 2.0;
+  if (p.writes_d) per_element += 2.0;
+  return elems * per_element;
 }
 
 std::string fmt(double v, int digits = 3) {
@@ -483,17 +499,43 @@ std::string fmt(double v, int digits = 3) {
   return buf;
 }
 
+std::vector<epigemm_activation_t> parse_activations(const std::string& list) {
+  std::vector<epigemm_activation_t> all;
+#define EPIGEMM_BENCH_ACTIVATION(value, functor, name) all.push_back(value);
+  EPIGEMM_FOR_EACH_ACTIVATION(EPIGEMM_BENCH_ACTIVATION)
+#undef EPIGEMM_BENCH_ACTIVATION
+  if (list == "all") return all;
+  std::vector<epigemm_activation_t> chosen;
+  std::stringstream items(list);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    bool known = false;
+    for (epigemm_activation_t a : all) {
+      if (item == epigemm::activation_name(a)) {
+        chosen.push_back(a);
+        known = true;
+      }
+    }
+    if (!known) die("--activations: '" + item + "' is not one of identity, gelu_tanh, gelu_erf, relu, silu (or all)");
+  }
+  if (chosen.empty()) die("--activations: expected a comma-separated list of activations, or all");
+  return chosen;
+}
+
 }  // namespace
 
 constexpr char kUsage[] =
     "usage: epigemm_bench_gpu [--out DIR] [--reps N] [--warmup N] [--shapes all|small|T,I,O;...]\n"
-    "                         [--passes fprop,dgrad,wgrad] [--dtype bf16]";
+    "                         [--passes fprop,dgrad,wgrad] [--dtype bf16]\n"
+    "                         [--activations all|identity,gelu_tanh,gelu_erf,relu,silu]";
 
 int main(int argc, char** argv) {
+  epigemm_bench::set_program_name("epigemm_bench_gpu");
   std::string out_dir = ".";
   Timing timing;
   std::string which = "all";
   std::string passes_arg = "fprop,dgrad,wgrad";
+  std::string activations_arg = "all";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -505,6 +547,7 @@ int main(int argc, char** argv) {
     else if (arg == "--warmup") timing.warmup = std::max(0, std::atoi(value().c_str()));
     else if (arg == "--shapes") which = value();  // all | small | tok,in,out[;tok,in,out...]
     else if (arg == "--passes") passes_arg = value();  // e.g. fprop,wgrad
+    else if (arg == "--activations") activations_arg = value();  // e.g. gelu_tanh,silu | all
     else if (arg == "--dtype") {
       // The harness's buffers, fills and cuBLAS types are bf16 throughout; other dtypes are
       // measured by the test matrix for correctness but not benchmarked yet.
@@ -520,6 +563,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  const std::vector<epigemm_activation_t> activations = parse_activations(activations_arg);
 
   // ---- the device and the copy ceiling ----
   int device = 0;
@@ -550,17 +594,8 @@ int main(int argc, char** argv) {
   cudaStream_t stream = nullptr;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
-  double copy_tbps = 0;
-  {
-    const size_t bytes = size_t(2) << 30;
-    DeviceBuffer src(bytes), dst(bytes);
-    fill(src.ptr, int64_t(bytes / 2), 1, 1.0f);
-    const double ms = median_ms(timing, stream, [&](int) {
-      CUDA_OK(cudaMemcpyAsync(dst.ptr, src.ptr, bytes, cudaMemcpyDeviceToDevice, stream));
-    });
-    copy_tbps = 2.0 * double(bytes) / (ms * 1e-3) / 1e12;  // read + write
-    std::printf("device-to-device copy: %.3f TB/s (2 GiB, read + write counted)\n", copy_tbps);
-  }
+  const double copy_tbps = epigemm_bench::copy_tbps(timing, stream);
+  std::printf("device-to-device copy: %.3f TB/s (2 GiB, read + write counted)\n", copy_tbps);
 
   // Read before each "clean L2" kernel timing: 4x the L2 (60 MB on the H200).
   DeviceBuffer l2_clean_buffer(size_t(256) << 20), l2_clean_sink(sizeof(int));
@@ -577,15 +612,16 @@ int main(int argc, char** argv) {
   epigemm::CudaBackendOptions inplace_options;
   inplace_options.fp32_intermediate = false;
   inplace_options.bias_through_gemm_beta = false;
-  epigemm::CudaBackendOptions bias_kernel_options;  // BIAS: fp32 intermediate + the BIAS kernel
+  epigemm::CudaBackendOptions bias_kernel_options;  // BIAS: fp32 intermediate + the tile kernel
   bias_kernel_options.bias_through_gemm_beta = false;
   epigemm::CudaBackendOptions serial_options;
-  serial_options.concurrent_bgradb = false;
+  serial_options.concurrent_operand_sums = false;
   auto inplace_backend = epigemm::create_cuda_backend(inplace_options);
   auto serial_backend = epigemm::create_cuda_backend(serial_options);
   auto bias_kernel_backend = epigemm::create_cuda_backend(bias_kernel_options);
   epigemm::cuda::KernelTuning tuning;
-  if (!epigemm::cuda::query_kernel_tuning(&tuning).ok()) die("query_kernel_tuning failed");
+  const epigemm::Status tuned = epigemm::cuda::query_kernel_tuning(&tuning);
+  if (!tuned.ok()) die("query_kernel_tuning: " + tuned.message());
 
   std::vector<Row> rows;
 
@@ -610,7 +646,8 @@ int main(int argc, char** argv) {
   }
   if (passes.empty()) die("--passes: expected a comma-separated subset of fprop,dgrad,wgrad");
   int cases_total = 0, cases_done = 0;
-  for (Pass p : passes) cases_total += int(shapes.size() * pass_epilogues(p).size());
+  for (Pass p : passes) cases_total += int(shapes.size() * pass_cases(p, activations).size());
+  std::printf("%d cases (%zu shapes, %zu activations)\n", cases_total, shapes.size(), activations.size());
 
   for (const Shape& s : shapes) {
     const int64_t T = s.tokens, I = s.in, O = s.out;
@@ -625,9 +662,9 @@ int main(int argc, char** argv) {
       t.w = make(size_t(O * I), 2);
       t.dy = make(size_t(T * O), 2);
       t.y = make(size_t(T * O), 2);
-      t.pre_gelu = make(size_t(T * O), 2);
+      t.pre_act = make(size_t(T * O), 2);
       t.dx = make(size_t(T * I), 2);
-      t.pre_gelu_prev = make(size_t(T * I), 2);
+      t.pre_act_prev = make(size_t(T * I), 2);
       t.dw = make(size_t(O * I), 2);
       t.bias = make(size_t(O), 2);
       t.bias_grad_in = make(size_t(I), 2);
@@ -635,10 +672,10 @@ int main(int argc, char** argv) {
       t.acc_f32 = make(size_t(std::max({O * T, I * T, O * I})), 4);
       const uint64_t seed = 1000 + uint64_t(r) * 16;
       fill(t.x->ptr, T * I, seed + 1, 1.0f);
-      // Scaled so that acc = X W^T has a standard deviation near 1 (GELU's interesting range).
+      // Scaled so that acc = X W^T has a standard deviation near 1 (the activations' interesting range).
       fill(t.w->ptr, O * I, seed + 2, 3.0f / std::sqrt(float(I)));
       fill(t.dy->ptr, T * O, seed + 3, 1.0f);
-      fill(t.pre_gelu_prev->ptr, T * I, seed + 4, 3.0f);
+      fill(t.pre_act_prev->ptr, T * I, seed + 4, 3.0f);
       fill(t.bias->ptr, O, seed + 5, 1.0f);
     }
     DeviceBuffer cublas_ws(kLtWorkspace), lt_ws(kLtWorkspace);
@@ -672,15 +709,17 @@ int main(int argc, char** argv) {
            }});
       const double pass_floor_ms = floors[0];
       const double tflops = 2.0 * double(g0.m) * double(g0.n) * double(g0.k) / (pass_floor_ms * 1e-3) / 1e12;
-      rows.push_back({sname, pass_name(p), "-", "floor", pass_floor_ms, 1.0, NAN, tflops, ""});
-      rows.push_back({sname, pass_name(p), "-", "floor_f32out", floors[1], floors[1] / pass_floor_ms, NAN, NAN, ""});
+      rows.push_back({sname, pass_name(p), "-", "-", "floor", pass_floor_ms, 1.0, NAN, tflops, ""});
+      rows.push_back({sname, pass_name(p), "-", "-", "floor_f32out", floors[1], floors[1] / pass_floor_ms, NAN, NAN, ""});
 
-      for (epigemm_epilogue_t e : pass_epilogues(p)) {
-        const char* ename = epigemm_epilogue_name(e);
+      for (const Case& cs : pass_cases(p, activations)) {
+        const EpilogueParts parts = cs.parts();
+        const std::string ename = cs.label();
+        const std::string aname = epigemm::activation_name(parts.activation);
         // Calls per rotation set: public API, internal variants, cuBLASLt.
         size_t ws_bytes = 0;
         {
-          epigemm::GemmCall probe = internal_call(g0, e, tsets[0], nullptr, 0, stream);
+          epigemm::GemmCall probe = internal_call(g0, cs, tsets[0], nullptr, 0, stream);
           ApiCall api = api_call(probe);
           if (epigemm_gemm_workspace_size(ctx, api.desc, &api.a, &api.b, &api.d, &ws_bytes) != EPIGEMM_STATUS_SUCCESS) {
             die(std::string("workspace size: ") + epigemm_context_last_error(ctx));
@@ -705,30 +744,26 @@ int main(int argc, char** argv) {
         std::vector<std::unique_ptr<LtCall>> lts;
         for (int r = 0; r < sets; ++r) {
           const GemmShape g = gemm_shape(s, p, tsets[size_t(r)]);
-          calls.push_back(internal_call(g, e, tsets[size_t(r)], ws.ptr, ws_bytes, stream));
-          if (!epigemm::validate_gemm_call(calls.back()).ok()) die("internal call does not validate");
+          calls.push_back(internal_call(g, cs, tsets[size_t(r)], ws.ptr, ws_bytes, stream));
+          const epigemm::Status valid = epigemm::validate_gemm_call(calls.back());
+          if (!valid.ok()) die("the internal call of " + ename + " does not validate: " + valid.message());
           apis.push_back(api_call(calls.back()));
           apis_cublaslt.push_back(api_call(calls.back(), EPIGEMM_BACKEND_CUBLASLT));
           apis_auto.push_back(api_call(calls.back(), EPIGEMM_BACKEND_AUTO));
           lts.push_back(std::make_unique<LtCall>());
           lt_setup(lt, calls.back(), lts.back().get());
         }
-        auto run_cuda = [&](int rep) {
-          const int r = rep % sets;
-          const ApiCall& a = apis[size_t(r)];
+        const epigemm::LtEpilogue lt_epilogue = epigemm::lt_epilogue(calls[0]);
+        auto run_api = [&](const std::vector<ApiCall>& list, int rep) {
+          const ApiCall& a = list[size_t(rep % sets)];
           if (epigemm_gemm(ctx, a.desc, &a.a, &a.b, &a.d, ws.ptr, ws_bytes, stream) != EPIGEMM_STATUS_SUCCESS) {
             die(std::string("epigemm_gemm: ") + epigemm_context_last_error(ctx));
           }
         };
+        auto run_cuda = [&](int rep) { run_api(apis, rep); };
         const bool lt_ok = lts[0]->found;
         // The library's cublaslt backend and its dispatcher, through the public API. The
         // backend may decline a case (docs/dispatch.md); auto always runs.
-        auto run_api = [&](const std::vector<ApiCall>& which, int rep) {
-          const ApiCall& a = which[size_t(rep % sets)];
-          if (epigemm_gemm(ctx, a.desc, &a.a, &a.b, &a.d, ws.ptr, ws_bytes, stream) != EPIGEMM_STATUS_SUCCESS) {
-            die(std::string("epigemm_gemm: ") + epigemm_context_last_error(ctx));
-          }
-        };
         size_t probe_bytes = 0;
         const bool backend_lt_ok =
             epigemm_gemm_workspace_size(ctx, apis_cublaslt[0].desc, &apis_cublaslt[0].a, &apis_cublaslt[0].b,
@@ -736,40 +771,87 @@ int main(int argc, char** argv) {
         const std::string lt_declined = backend_lt_ok ? "" : epigemm_context_last_error(ctx);
         run_api(apis_auto, 0);
         epigemm_backend_t auto_choice = EPIGEMM_BACKEND_AUTO;
-        epigemm_context_last_backend(ctx, &auto_choice, nullptr);
+        if (epigemm_context_last_backend(ctx, &auto_choice, nullptr) != EPIGEMM_STATUS_SUCCESS) {
+          die("epigemm_context_last_backend failed");
+        }
         const std::string auto_note = std::string("auto ran ") + epigemm_backend_name(auto_choice);
 
-        // Correctness before timing: the cuda backend against cuBLASLt on set 0 (two independent
-        // implementations; the unit tests compare with the reference backend).
-        std::string check = "lt n/a";
-        if (lt_ok) {
+        // Correctness before timing, on set 0: the cuda backend against the naive computation
+        // on the plain GEMM's fp32 result, and against cuBLASLt's fused epilogue where it has one.
+        std::string check;
+        {
           const epigemm::GemmCall& c = calls[0];
-          const int64_t elems = c.gemm_m * c.gemm_n;
-          DeviceBuffer d_lt(size_t(elems) * 2), aux_lt(size_t(elems) * 2), bg_lt(size_t(std::max(c.gemm_m, c.gemm_n)) * 2);
-          lt_run(lt, c, *lts[0], lt_ws.ptr, stream);
-          CUDA_OK(cudaMemcpyAsync(d_lt.ptr, c.d.data, size_t(elems) * 2, cudaMemcpyDeviceToDevice, stream));
-          if (c.has_aux && epigemm::epilogue_writes_aux(e)) {
-            CUDA_OK(cudaMemcpyAsync(aux_lt.ptr, c.aux.data, size_t(elems) * 2, cudaMemcpyDeviceToDevice, stream));
-          }
+          const int64_t m = c.gemm_m, n = c.gemm_n, elems = m * n;
           const int64_t bg_len = c.has_bias_grad ? c.bias_grad.length : 0;
-          if (bg_len) CUDA_OK(cudaMemcpyAsync(bg_lt.ptr, c.bias_grad.data, size_t(bg_len) * 2, cudaMemcpyDeviceToDevice, stream));
+          DeviceBuffer d_ref(size_t(elems) * 2), aux_ref(size_t(elems) * 2), bg_ref(size_t(std::max<int64_t>(bg_len, 1)) * 2);
+          plain_gemm(g0, tsets[0].acc_f32->ptr, CUDA_R_32F, m);
+          const float* acc = static_cast<const float*>(tsets[0].acc_f32->ptr);
+          const NaiveParts naive{parts.reads_bias(), parts.writes_aux(), parts.backward(), parts.activation};
+          naive_epilogue<<<4096, 256, 0, stream>>>(naive, m, n, acc,
+                                                  static_cast<const __nv_bfloat16*>(c.has_bias ? c.bias.data : nullptr),
+                                                  static_cast<const __nv_bfloat16*>(parts.reads_aux() ? c.aux.data : nullptr),
+                                                  static_cast<__nv_bfloat16*>(d_ref.ptr),
+                                                  static_cast<__nv_bfloat16*>(aux_ref.ptr));
+          CUDA_OK(cudaGetLastError());
+          const unsigned blocks = unsigned((std::max<int64_t>(bg_len, 1) + 255) / 256);
+          switch (parts.bias_grad) {
+            case BiasGradPart::rows_of_gradient:
+              naive_gradient_row_sums<<<blocks, 256, 0, stream>>>(parts.activation, m, n, acc,
+                                                                  static_cast<const __nv_bfloat16*>(c.aux.data),
+                                                                  static_cast<__nv_bfloat16*>(bg_ref.ptr));
+              break;
+            case BiasGradPart::columns_of_b: {  // op(B)[p, j] = B[p, j] (N) or B[j, p] (T)
+              const bool t = c.transb == EPIGEMM_OP_T;
+              naive_operand_sums<<<blocks, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(c.b.data), bg_len,
+                                                             c.gemm_k, t ? 1 : c.b.ld, t ? c.b.ld : 1,
+                                                             static_cast<__nv_bfloat16*>(bg_ref.ptr));
+              break;
+            }
+            case BiasGradPart::rows_of_a: {  // op(A)[i, p] = A[i, p] (N) or A[p, i] (T)
+              const bool t = c.transa == EPIGEMM_OP_T;
+              naive_operand_sums<<<blocks, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(c.a.data), bg_len,
+                                                             c.gemm_k, t ? c.a.ld : 1, t ? 1 : c.a.ld,
+                                                             static_cast<__nv_bfloat16*>(bg_ref.ptr));
+              break;
+            }
+            case BiasGradPart::none: break;
+          }
+          CUDA_OK(cudaGetLastError());
+          DeviceBuffer d_lt(size_t(elems) * 2), aux_lt(size_t(elems) * 2), bg_lt(size_t(std::max<int64_t>(bg_len, 1)) * 2);
+          if (lt_ok) {
+            lt_run(lt, c, *lts[0], lt_ws.ptr, stream);
+            CUDA_OK(cudaMemcpyAsync(d_lt.ptr, c.d.data, size_t(elems) * 2, cudaMemcpyDeviceToDevice, stream));
+            if (parts.writes_aux()) {
+              CUDA_OK(cudaMemcpyAsync(aux_lt.ptr, c.aux.data, size_t(elems) * 2, cudaMemcpyDeviceToDevice, stream));
+            }
+            if (bg_len) CUDA_OK(cudaMemcpyAsync(bg_lt.ptr, c.bias_grad.data, size_t(bg_len) * 2, cudaMemcpyDeviceToDevice, stream));
+          }
           run_cuda(0);
           CUDA_OK(cudaStreamSynchronize(stream));
-          // bf16 outputs of two fp32 computations: a few bf16 ulps apart at most.
-          unsigned long long bad = mismatches(c.d.data, d_lt.ptr, elems, 1.0f / 32, 1.0f / 64);
-          if (c.has_aux && epigemm::epilogue_writes_aux(e)) bad += mismatches(c.aux.data, aux_lt.ptr, elems, 1.0f / 64, 1.0f / 256);
-          // Sums of up to 28672 terms of size ~1, rounded to bf16: relative 2^-6 plus a
-          // summation-order allowance.
-          unsigned long long bad_bg = bg_len ? mismatches(c.bias_grad.data, bg_lt.ptr, bg_len, 1.0f / 64,
-                                                          0.02f * std::sqrt(float(e == EPIGEMM_EPILOGUE_BGRADB ? c.gemm_k : c.gemm_n)))
-                                             : 0;
-          check = (bad == 0 && bad_bg == 0) ? "ok" : "MISMATCH d/aux " + std::to_string(bad) + " bias_grad " + std::to_string(bad_bg);
-        } else {
-          run_cuda(0);
-          CUDA_OK(cudaStreamSynchronize(stream));
+          // bf16 outputs of two fp32 computations: a few bf16 ulps apart at most. Sums of up to
+          // 28672 terms of size ~1, rounded to bf16: relative 2^-6 plus a summation-order
+          // allowance.
+          const int64_t terms = parts.bias_grad == BiasGradPart::rows_of_gradient ? n : c.gemm_k;
+          auto count_bad = [&](const void* d_other, const void* aux_other, const void* bg_other) {
+            unsigned long long bad = mismatches(c.d.data, d_other, elems, 1.0f / 32, 1.0f / 64);
+            if (parts.writes_aux()) bad += mismatches(c.aux.data, aux_other, elems, 1.0f / 64, 1.0f / 256);
+            const unsigned long long bad_bg =
+                bg_len ? mismatches(c.bias_grad.data, bg_other, bg_len, 1.0f / 64, 0.02f * std::sqrt(float(terms))) : 0;
+            return std::make_pair(bad, bad_bg);
+          };
+          const auto vs_ref = count_bad(d_ref.ptr, aux_ref.ptr, bg_ref.ptr);
+          check = vs_ref.first == 0 && vs_ref.second == 0
+                      ? "ok"
+                      : "MISMATCH vs naive: d/aux " + std::to_string(vs_ref.first) + ", bias_grad " + std::to_string(vs_ref.second);
+          if (lt_ok) {
+            const auto vs_lt = count_bad(d_lt.ptr, aux_lt.ptr, bg_lt.ptr);
+            if (vs_lt.first != 0 || vs_lt.second != 0) {
+              check += "; MISMATCH vs lt: d/aux " + std::to_string(vs_lt.first) + ", bias_grad " + std::to_string(vs_lt.second);
+            }
+          }
         }
 
-        const double fb = epilogue_floor_bytes(e, g0.m, g0.n, g0.k);
+        const double fb = epilogue_floor_bytes(parts, g0.m, g0.n, g0.k);
         // floor, cuda, then the others, interleaved; every ratio is to the floor of this loop.
         std::vector<std::function<void(int)>> fns = {run_floor, run_cuda};
         std::vector<std::string> names = {"floor", "cuda"};
@@ -786,71 +868,91 @@ int main(int argc, char** argv) {
         }
         fns.push_back([&](int rep) { run_api(apis_auto, rep); });
         names.push_back("auto");
-        if (e != EPIGEMM_EPILOGUE_DEFAULT && e != EPIGEMM_EPILOGUE_BGRADB) {
+        const bool bias_only = cs.epilogue == EPIGEMM_EPILOGUE_BIAS;
+        if (parts.computes_on_acc() && (bias_only || parts.activation == EPIGEMM_ACTIVATION_GELU_TANH)) {
           fns.push_back([&](int rep) {
-            if (!inplace_backend->run(calls[size_t(rep % sets)]).ok()) die("cuda_inplace run failed");
+            const epigemm::Status ran = inplace_backend->run(calls[size_t(rep % sets)]);
+            if (!ran.ok()) die("cuda_inplace: " + ran.message());
           });
           names.push_back("cuda_inplace");
         }
-        if (e == EPIGEMM_EPILOGUE_BIAS) {
+        if (bias_only) {
           fns.push_back([&](int rep) {
-            if (!bias_kernel_backend->run(calls[size_t(rep % sets)]).ok()) die("cuda_bias_kernel run failed");
+            const epigemm::Status ran = bias_kernel_backend->run(calls[size_t(rep % sets)]);
+            if (!ran.ok()) die("cuda_bias_kernel: " + ran.message());
           });
           names.push_back("cuda_bias_kernel");
         }
-        if (e == EPIGEMM_EPILOGUE_BGRADB) {
+        if (parts.bias_grad == BiasGradPart::columns_of_b || parts.bias_grad == BiasGradPart::rows_of_a) {
           fns.push_back([&](int rep) {
-            if (!serial_backend->run(calls[size_t(rep % sets)]).ok()) die("cuda_serial run failed");
+            const epigemm::Status ran = serial_backend->run(calls[size_t(rep % sets)]);
+            if (!ran.ok()) die("cuda_serial: " + ran.message());
           });
           names.push_back("cuda_serial");
         }
         const std::vector<double> medians = interleaved_median_ms(timing, stream, fns);
         const double floor_ms = medians[0];
         const double cuda_ms = medians[1];
-        rows.push_back({sname, pass_name(p), ename, "case_floor", floor_ms, 1.0, NAN, NAN, ""});
+        rows.push_back({sname, pass_name(p), ename, aname, "case_floor", floor_ms, 1.0, NAN, NAN, ""});
         for (size_t v = 1; v < names.size(); ++v) {
-          rows.push_back({sname, pass_name(p), ename, names[v], medians[v], medians[v] / floor_ms, fb, NAN,
+          rows.push_back({sname, pass_name(p), ename, aname, names[v], medians[v], medians[v] / floor_ms, fb, NAN,
                           names[v] == "cuda" || names[v] == "lt_fused" ? check
                           : names[v] == "auto"                          ? auto_note
                                                                         : ""});
         }
         if (!backend_lt_ok) {
-          rows.push_back({sname, pass_name(p), ename, "cublaslt", NAN, NAN, fb, NAN,
-                          "declined: " + lt_declined});
+          rows.push_back({sname, pass_name(p), ename, aname, "cublaslt", NAN, NAN, fb, NAN, "declined: " + lt_declined});
         }
-        if (!lt_ok) rows.push_back({sname, pass_name(p), ename, "lt_fused", NAN, NAN, fb, NAN, "no cuBLASLt algorithm"});
+        if (!lt_ok) {
+          rows.push_back({sname, pass_name(p), ename, aname, "lt_fused", NAN, NAN, fb, NAN,
+                          lt_epilogue.found ? "no cuBLASLt algorithm" : lt_epilogue.why_not});
+        }
 
-        // The epilogue kernel alone, from the fp32 intermediate and from bf16 acc.
-        if (e != EPIGEMM_EPILOGUE_DEFAULT) {
+        // The epilogue kernel alone, as the library launches it: the tile kernel from the fp32
+        // intermediate (and, for BIAS and gelu_tanh, from bf16 acc: the in-place variant's), the
+        // bias broadcast for BIAS, the row sums of the operand for BGRADB / BGRADA.
+        const bool operand_rows = parts.bias_grad == BiasGradPart::columns_of_b || parts.bias_grad == BiasGradPart::rows_of_a;
+        if (parts.computes_on_acc() || operand_rows) {
           using epigemm::cuda::TileArgs;
-          const epigemm::cuda::TileOp epilogue_op = tile_op(e);
-          // Partials of a row sum: BGRADB sums B (stored gemm_n x gemm_k) over its columns.
-          const bool over_b = epilogue_op == epigemm::cuda::TileOp::row_sums;
-          const int64_t partial_count = epigemm::cuda::row_partial_elements(
-              tuning, epilogue_op, over_b ? g0.n : g0.m, over_b ? g0.k : g0.n);
-          DeviceBuffer partials(size_t(std::max<int64_t>(1, partial_count)) * 4);
-          // (acc_f32, op): the kernel from the fp32 intermediate, from bf16 acc (in place), and
-          // for BIAS the broadcast of the bias into D that precedes a GEMM with beta = 1.
-          std::vector<std::pair<int, epigemm::cuda::TileOp>> jobs = {{1, tile_op(e)}, {0, tile_op(e)}};
-          if (e == EPIGEMM_EPILOGUE_BIAS) jobs.push_back({0, epigemm::cuda::TileOp::bias_broadcast});
-          for (const auto& job : jobs) {
-            const int acc_f32 = job.first;
-            const epigemm::cuda::TileOp op = job.second;
+          using epigemm::cuda::TileOp;
+          struct KernelJob {
+            TileOp op;
+            bool acc_f32;
+            std::string variant;
+          };
+          std::vector<KernelJob> jobs;
+          if (operand_rows) {
+            // wgrad: op(B) = B^T (transb T) and op(A) = A (transa N): both sums run along the
+            // stored operand's rows, the tile kernel's row sums.
+            const epigemm::GemmCall& c = calls[0];
+            const bool along_rows = parts.bias_grad == BiasGradPart::columns_of_b ? c.transb == EPIGEMM_OP_T
+                                                                                    : c.transa == EPIGEMM_OP_N;
+            if (along_rows) jobs.push_back({TileOp::row_sums, false, "kernel"});
+          } else {
+            jobs.push_back({epigemm::cuda::tile_op_for(parts), true, "kernel"});
+            if (bias_only || parts.activation == EPIGEMM_ACTIVATION_GELU_TANH) {
+              jobs.push_back({epigemm::cuda::tile_op_for(parts), false, "kernel_bf16acc"});
+            }
+            if (bias_only) jobs.push_back({TileOp::bias_broadcast, false, "kernel_broadcast"});
+          }
+          for (const KernelJob& job : jobs) {
             auto args_for = [&](int r) {
               const epigemm::GemmCall& c = calls[size_t(r)];
               TileArgs a;
-              if (op == epigemm::cuda::TileOp::row_sums) {  // BGRADB: B = dY stored n x k
-                a.rows = c.gemm_n;
-                a.cols = c.gemm_k;
-                a.acc = c.b.data;
+              if (job.op == TileOp::row_sums) {
+                const bool of_b = parts.bias_grad == BiasGradPart::columns_of_b;
+                const epigemm::Matrix& x = of_b ? c.b : c.a;  // stored length x gemm_k
+                a.rows = x.rows;
+                a.cols = x.cols;
+                a.acc = x.data;
                 a.acc_dtype = EPIGEMM_DTYPE_BF16;
-                a.ld_acc = c.b.ld;
+                a.ld_acc = x.ld;
               } else {
                 a.rows = c.gemm_m;
                 a.cols = c.gemm_n;
-                a.acc = acc_f32 ? tsets[size_t(r)].acc_f32->ptr : c.d.data;
-                a.acc_dtype = acc_f32 ? EPIGEMM_DTYPE_F32 : EPIGEMM_DTYPE_BF16;
-                a.ld_acc = acc_f32 ? c.gemm_m : c.d.ld;
+                a.acc = job.acc_f32 ? tsets[size_t(r)].acc_f32->ptr : c.d.data;
+                a.acc_dtype = job.acc_f32 ? EPIGEMM_DTYPE_F32 : EPIGEMM_DTYPE_BF16;
+                a.ld_acc = job.acc_f32 ? c.gemm_m : c.d.ld;
                 a.d = c.d.data;
                 a.d_dtype = EPIGEMM_DTYPE_BF16;
                 a.ld_d = c.d.ld;
@@ -864,89 +966,33 @@ int main(int argc, char** argv) {
                   a.bias_dtype = EPIGEMM_DTYPE_BF16;
                 }
               }
-              a.row_partials = static_cast<float*>(partials.ptr);
               return a;
             };
-            if (!acc_f32 && op == epigemm::cuda::TileOp::row_sums) continue;
-            const epigemm::GemmCall& c0 = calls[0];
-            void* sums = c0.has_bias_grad ? c0.bias_grad.data : nullptr;
             const TileArgs a0 = args_for(0);
-            const bool vector = epigemm::cuda::tile_vector_path(op, a0);
-            // Every vector configuration, then the configuration in use with 2, 4 and 8 waves,
-            // interleaved; "kernel" is what the backend uses.
-            const int configs = vector ? epigemm::cuda::kTileConfigCount : 1;
-            const int used = vector ? tuning.vector_config[int(op)] : 0;
-            struct KernelVariant {
-              std::string suffix, note;
-              epigemm::cuda::KernelTuning tuning;
+            const int64_t partial_count =
+                epigemm::cuda::row_partial_elements(tuning, job.op, parts.activation, a0.rows, a0.cols);
+            DeviceBuffer partials(size_t(std::max<int64_t>(1, partial_count)) * 4);
+            void* sums = calls[0].has_bias_grad ? calls[0].bias_grad.data : nullptr;
+            const epigemm::cuda::KernelVariant variant = epigemm::cuda::tile_kernel_variant(job.op, a0);
+            std::string note = variant.vector ? "vector path" : "scalar path";
+            if (variant.narrowed) note += ", narrower configuration";
+            auto launch = [&](int rep) {
+              TileArgs a = args_for(rep % sets);
+              a.row_partials = static_cast<float*>(partials.ptr);
+              const epigemm::Status launched =
+                  epigemm::cuda::launch_tile_kernel(tuning, job.op, parts.activation, a, sums, EPIGEMM_DTYPE_BF16, stream);
+              if (!launched.ok()) die("the " + ename + " kernel: " + launched.message());
             };
-            std::vector<KernelVariant> kernel_variants;
-            for (int config = 0; config < configs; ++config) {
-              KernelVariant v{config == used ? "" : "_config" + std::to_string(config),
-                              vector ? "vector path, threads_x " + std::to_string(epigemm::cuda::kTileConfigs[config].threads_x) +
-                                           ", batch " + std::to_string(epigemm::cuda::kTileConfigs[config].batch) +
-                                           ", min blocks " + std::to_string(epigemm::cuda::kTileConfigs[config].min_blocks) +
-                                           (epigemm::cuda::kTileConfigs[config].prefetch ? ", prefetch" : "")
-                                     : std::string("scalar path"),
-                              tuning};
-              v.tuning.vector_config[int(op)] = config;
-              // The configuration in use runs as the backend runs it (size rules on); the others
-              // exactly as named.
-              v.tuning.size_rules = config == used;
-              kernel_variants.push_back(v);
-            }
-            const std::string used_note = kernel_variants[size_t(used)].note;
-            for (KernelVariant& v : kernel_variants) {
-              v.note += ", waves " + std::to_string(tuning.waves[int(op)]);
-              if (v.tuning.size_rules) v.note += " (size rules on: 1 wave below 8M elements, 128-thread rows on short tensors)";
-            }
-            for (int waves : {1, 2, 4, 8}) {
-              if (waves == tuning.waves[int(op)]) continue;
-              KernelVariant v{"_waves" + std::to_string(waves), used_note + ", waves " + std::to_string(waves), tuning};
-              v.tuning.waves[int(op)] = waves;
-              v.tuning.size_rules = false;
-              kernel_variants.push_back(v);
-            }
-            if (op == epigemm::cuda::TileOp::dgelu_bgrad || op == epigemm::cuda::TileOp::row_sums) {
-              // The finish kernel launched after the tile kernel instead of as its programmatic
-              // dependent: what the dependent launch saves.
-              KernelVariant v = kernel_variants[size_t(used)];
-              v.suffix = "_serialfinish";
-              v.note += ", finish kernel launched serially";
-              v.tuning.dependent_launch = false;
-              kernel_variants.push_back(v);
-            }
-            std::vector<std::function<void(int)>> kernel_fns;
-            for (const KernelVariant& v : kernel_variants) {
-              kernel_fns.push_back([&, tuned = v.tuning](int rep) {
-                const TileArgs a = args_for(rep % sets);
-                if (!epigemm::cuda::launch_tile_kernel(tuned, op, a, sums, EPIGEMM_DTYPE_BF16, stream).ok()) {
-                  die("kernel launch failed");
-                }
-              });
-            }
-            const std::vector<double> kernel_ms = interleaved_median_ms(timing, stream, kernel_fns);
-            const double bytes = kernel_bytes(op, a0.rows, a0.cols, acc_f32 ? 4.0 : 2.0);
-            for (size_t kv = 0; kv < kernel_variants.size(); ++kv) {
-              const double ms = kernel_ms[kv];
-              const double tbps = bytes / (ms * 1e-3) / 1e12;
-              std::string variant = op == epigemm::cuda::TileOp::bias_broadcast ? "kernel_broadcast"
-                                    : acc_f32                                      ? "kernel"
-                                                                                   : "kernel_bf16acc";
-              variant += kernel_variants[kv].suffix;
-              const std::string& note = kernel_variants[kv].note;
-              rows.push_back({sname, pass_name(p), ename, variant, ms, ms / pass_floor_ms, bytes, tbps, note});
-            }
-            // The kernel in use once more, each call after read_to_clean_l2: the kernel alone,
-            // without the write-back of the previous call's dirty L2 lines.
-            {
-              const size_t in_use = size_t(vector ? used : 0);
-              const double ms = interleaved_median_ms(timing, stream, {kernel_fns[in_use]}, clean_l2)[0];
-              std::string variant = op == epigemm::cuda::TileOp::bias_broadcast ? "kernel_broadcast"
-                                    : acc_f32                                      ? "kernel"
-                                                                                   : "kernel_bf16acc";
-              rows.push_back({sname, pass_name(p), ename, variant + "_cleanl2", ms, ms / pass_floor_ms, bytes,
-                              bytes / (ms * 1e-3) / 1e12, kernel_variants[in_use].note + ", after an L2 clean"});
+            const double bytes = kernel_bytes(job.op, a0.rows, a0.cols, job.acc_f32 ? 4.0 : 2.0);
+            const double ms = interleaved_median_ms(timing, stream, {launch})[0];
+            rows.push_back({sname, pass_name(p), ename, aname, job.variant, ms, ms / pass_floor_ms, bytes,
+                            bytes / (ms * 1e-3) / 1e12, note, cs.epilogue});
+            if (job.variant == "kernel") {
+              // Each call after read_to_clean_l2: the kernel alone, without the write-back of the
+              // previous call's dirty L2 lines.
+              const double clean_ms = interleaved_median_ms(timing, stream, {launch}, clean_l2)[0];
+              rows.push_back({sname, pass_name(p), ename, aname, "kernel_cleanl2", clean_ms, clean_ms / pass_floor_ms,
+                              bytes, bytes / (clean_ms * 1e-3) / 1e12, note + ", after an L2 clean", cs.epilogue});
             }
           }
         }
@@ -954,7 +1000,7 @@ int main(int argc, char** argv) {
           for (auto& a : *list) epigemm_gemm_desc_destroy(a.desc);
         }
         std::printf("  [%d/%d] %s %s: cuda %.4f ms (%.3f x floor), %s, %s\n", ++cases_done, cases_total, pass_name(p),
-                    ename, cuda_ms, cuda_ms / floor_ms, check.c_str(), auto_note.c_str());
+                    ename.c_str(), cuda_ms, cuda_ms / floor_ms, check.c_str(), auto_note.c_str());
         std::fflush(stdout);
       }
     }
@@ -970,13 +1016,16 @@ int main(int argc, char** argv) {
   const std::string csv_path = out_dir + "/bench_gpu.csv";
   std::ofstream csv(csv_path);
   csv << "# " << header.str() << "; copy " << fmt(copy_tbps) << " TB/s\n";
-  csv << "shape,pass,gemm_m,gemm_n,gemm_k,epilogue,variant,ms,ratio_to_floor,bytes,bandwidth_tbps_or_tflops,fraction_of_copy,note\n";
+  csv << "shape,pass,gemm_m,gemm_n,gemm_k,epilogue,activation,variant,ms,ratio_to_floor,bytes,bandwidth_tbps_or_tflops,fraction_of_copy,note\n";
   for (const Row& r : rows) {
     const bool kernel = r.variant.rfind("kernel", 0) == 0;
     const std::array<int64_t, 3> dims = gemm_dims_of[r.shape + "|" + r.pass];
-    csv << '"' << r.shape << "\"," << r.pass << "," << dims[0] << "," << dims[1] << "," << dims[2] << "," << r.epilogue << "," << r.variant << "," << fmt(r.ms, 5) << ","
-        << fmt(r.ratio_to_floor, 4) << "," << fmt(r.bytes, 0) << "," << fmt(r.bandwidth, 3) << ","
-        << (kernel ? fmt(r.bandwidth / copy_tbps, 3) : std::string("")) << "," << r.check << "\n";
+    std::string note = r.check;
+    std::replace(note.begin(), note.end(), ',', ';');
+    csv << '"' << r.shape << "\"," << r.pass << "," << dims[0] << "," << dims[1] << "," << dims[2] << "," << r.epilogue
+        << "," << r.activation << "," << r.variant << "," << fmt(r.ms, 5) << "," << fmt(r.ratio_to_floor, 4) << ","
+        << fmt(r.bytes, 0) << "," << fmt(r.bandwidth, 3) << ","
+        << (kernel ? fmt(r.bandwidth / copy_tbps, 3) : std::string("")) << "," << note << "\n";
   }
 
   std::ostringstream md;
@@ -984,44 +1033,80 @@ int main(int argc, char** argv) {
      << "Device-to-device copy: " << fmt(copy_tbps) << " TB/s (read + write).\n\n"
      << "## End to end\n\n"
      << "`x floor` = time over the plain cuBLAS GEMM of the same pass in the same run. `limit` = "
-        "(floor + epilogue bytes floor / copy bandwidth / 0.85) / floor, the issue's end-to-end target. "
-        "`lt/cuda` > 1: the cuda backend is faster than cuBLASLt's fused epilogue.\n\n"
+        "(floor + epilogue bytes floor / copy bandwidth / 0.85) / floor. "
+        "`lt/cuda` > 1: the cuda backend is faster than cuBLASLt's fused epilogue (n/a: cuBLASLt has none). "
+        "`check`: the cuda backend against a naive computation of the epilogue on the same fp32 GEMM result "
+        "(and against cuBLASLt where it has the epilogue).\n\n"
      << "| shape (tok,in,out) | pass | epilogue | floor ms | cuda ms | cuda x floor | limit | within | in-place (serial) x floor | lt fused ms | lt x floor | lt/cuda | check |\n"
      << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-  struct Summary {
-    std::string shape, pass, epilogue;
-    double cuda_x, lt_over_cuda, limit;
-  };
-  std::vector<Summary> summary;
   for (const Row& r : rows) {
     if (r.variant != "cuda") continue;
     const std::string key = r.shape + "|" + r.pass + "|" + r.epilogue + "|";
     const double floor_ms = by_key.count(key + "case_floor") ? by_key[key + "case_floor"]->ms : floor_of[r.shape + "|" + r.pass];
     const Row* lt_row = by_key.count(key + "lt_fused") ? by_key[key + "lt_fused"] : nullptr;
     const Row* inplace = by_key.count(key + "cuda_inplace") ? by_key[key + "cuda_inplace"] : nullptr;
-    const Row* conc = by_key.count(key + "cuda_serial") ? by_key[key + "cuda_serial"] : nullptr;
+    const Row* serial = by_key.count(key + "cuda_serial") ? by_key[key + "cuda_serial"] : nullptr;
     const Row* bias_kernel = by_key.count(key + "cuda_bias_kernel") ? by_key[key + "cuda_bias_kernel"] : nullptr;
     const double limit = (floor_ms + r.bytes / (copy_tbps * 1e12) * 1e3 / 0.85) / floor_ms;
     const double lt_ms = lt_row ? lt_row->ms : NAN;
-    const double alt = inplace ? inplace->ratio_to_floor : conc ? conc->ratio_to_floor : NAN;
+    const double alt = inplace ? inplace->ratio_to_floor : serial ? serial->ratio_to_floor : NAN;
     md << "| " << r.shape << " | " << r.pass << " | " << r.epilogue << " | " << fmt(floor_ms, 4) << " | " << fmt(r.ms, 4)
        << " | " << fmt(r.ratio_to_floor) << " | " << fmt(limit) << " | " << (r.ratio_to_floor <= limit ? "yes" : "NO")
-       << " | " << fmt(alt) << (conc ? " (serial)" : "")
+       << " | " << fmt(alt) << (serial ? " (serial)" : "")
        << (bias_kernel ? "; fp32 intermediate + kernel " + fmt(bias_kernel->ratio_to_floor) : std::string())
-       << " | " << fmt(lt_ms, 4) << " | "
-       << fmt(lt_row ? lt_row->ratio_to_floor : NAN) << " | " << fmt(lt_ms / r.ms) << " | " << r.check << " |\n";
-    summary.push_back({r.shape, r.pass, r.epilogue, r.ratio_to_floor, lt_ms / r.ms, limit});
+       << " | " << fmt(lt_ms, 4) << " | " << fmt(lt_row ? lt_row->ratio_to_floor : NAN) << " | " << fmt(lt_ms / r.ms)
+       << " | " << r.check << " |\n";
   }
   md << "\n## Epilogue kernels alone\n\n"
-     << "Bytes actually moved (acc read in fp32 for `kernel`, in bf16 for `kernel_bf16acc`; BGRADB: op(B) read once); "
+     << "As the library launches them (its configuration per op, the size rules). Bytes actually moved "
+        "(acc read in fp32 for `kernel`, in bf16 for `kernel_bf16acc`; BGRADB / BGRADA: the operand read once); "
         "target: element-wise >= 0.85 of copy bandwidth, reductions >= 0.80, on the three largest shapes. "
-        "Every call timed right after the previous one, except `*_cleanl2`: the kernel in use, each call after "
+        "Every call timed right after the previous one, except `kernel_cleanl2`: each call after "
         "a kernel that reads 256 MB (L2 then holds no dirty lines of the previous call to write back).\n\n"
      << "| shape (tok,in,out) | pass | epilogue | variant | ms | TB/s | of copy | path |\n|---|---|---|---|---|---|---|---|\n";
   for (const Row& r : rows) {
     if (r.variant.rfind("kernel", 0) != 0) continue;
     md << "| " << r.shape << " | " << r.pass << " | " << r.epilogue << " | " << r.variant << " | " << fmt(r.ms, 4) << " | "
        << fmt(r.bandwidth) << " | " << fmt(r.bandwidth / copy_tbps) << " | " << r.check << " |\n";
+  }
+
+  // Each activation's kernel against gelu_tanh's, same op, same tensor: the fraction of copy
+  // bandwidth, and whether it is within 5% of gelu_tanh's (the acceptance for the activations).
+  struct ActivationRow {
+    std::string shape, pass, op, activation;
+    double fraction, tanh_fraction;
+  };
+  std::vector<ActivationRow> activation_rows;
+  for (const Row& r : rows) {
+    if (r.variant != "kernel" || r.activation == "gelu_tanh" || r.activation == "identity") continue;
+    bool largest = false;
+    for (const Shape& s : kPublicShapes) largest = largest || (shape_name(s) == r.shape && is_largest_shape(s));
+    if (!largest) continue;
+    // The same epilogue with gelu_tanh (its label: a GELU preset's name, or ACT(gelu_tanh) ...).
+    const std::string op = r.epilogue.substr(0, r.epilogue.find('('));
+    const std::string tanh_label = epigemm::epilogue_label(r.epilogue_value, EPIGEMM_ACTIVATION_GELU_TANH);
+    const std::string key = r.shape + "|" + r.pass + "|" + tanh_label + "|kernel";
+    const double tanh_fraction = by_key.count(key) ? by_key[key]->bandwidth / copy_tbps : NAN;
+    activation_rows.push_back({r.shape, r.pass, op, r.activation, r.bandwidth / copy_tbps, tanh_fraction});
+  }
+  md << "\n## Activations: each kernel against gelu_tanh's (three largest shapes)\n\n"
+     << "Fraction of copy bandwidth of the kernel alone; `ratio` = activation / gelu_tanh, same op and "
+        "tensor; within 5% = ratio >= 0.95.\n\n"
+     << "| shape (tok,in,out) | pass | op | activation | of copy | gelu_tanh of copy | ratio | within 5% |\n"
+     << "|---|---|---|---|---|---|---|---|\n";
+  // "yes" / "no", or "n/a" where gelu_tanh was not run (--activations without it).
+  auto within_5_percent = [](const ActivationRow& a) -> std::string {
+    const double ratio = a.fraction / a.tanh_fraction;
+    return std::isnan(ratio) ? "n/a" : ratio >= 0.95 ? "yes" : "no";
+  };
+  int activation_within = 0, activation_compared = 0;
+  for (const ActivationRow& a : activation_rows) {
+    const std::string within = within_5_percent(a);
+    activation_compared += within == "n/a" ? 0 : 1;
+    activation_within += within == "yes" ? 1 : 0;
+    md << "| " << a.shape << " | " << a.pass << " | " << a.op << " | " << a.activation << " | " << fmt(a.fraction)
+       << " | " << fmt(a.tanh_fraction) << " | " << fmt(a.fraction / a.tanh_fraction) << " | "
+       << (within == "no" ? "**no**" : within) << " |\n";
   }
   md << "\n## Floors\n\n| shape (tok,in,out) | pass | plain GEMM ms | TFLOP/s | GEMM writing fp32, x floor |\n|---|---|---|---|---|\n";
   for (const Row& r : rows) {
@@ -1033,45 +1118,38 @@ int main(int argc, char** argv) {
   const std::string md_path = out_dir + "/bench_gpu.md";
   std::ofstream(md_path) << md.str();
 
-  // ---- the short table, last ----
+  // ---- the short tables, last ----
   std::printf("\nwrote %s and %s\n", csv_path.c_str(), md_path.c_str());
   std::printf("copy %.3f TB/s\n", copy_tbps);
-  std::printf("%-18s %-6s %-14s %8s %8s %8s\n", "shape", "pass", "epilogue", "cuda/fl", "limit", "lt/cuda");
-  for (const Summary& s : summary) {
-    std::printf("%-18s %-6s %-14s %8s %8s %8s\n", s.shape.c_str(), s.pass.c_str(), s.epilogue.c_str(),
-                fmt(s.cuda_x).c_str(), fmt(s.limit).c_str(), fmt(s.lt_over_cuda).c_str());
-  }
-  std::printf("%-18s %-6s %-14s %8s %8s %9s %s\n", "shape", "pass", "kernel", "TB/s", "of copy",
-              "clean L2", "best configuration (of copy)");
+  int mismatched = 0;
   for (const Row& r : rows) {
-    if (r.variant != "kernel") continue;
-    const std::string key = r.shape + "|" + r.pass + "|" + r.epilogue + "|kernel_cleanl2";
-    const double clean = by_key.count(key) ? by_key[key]->bandwidth / copy_tbps : NAN;
-    const Row* best = &r;
-    for (const Row& other : rows) {
-      if (other.shape == r.shape && other.pass == r.pass && other.epilogue == r.epilogue &&
-          (other.variant.rfind("kernel_config", 0) == 0 || other.variant.rfind("kernel_waves", 0) == 0) &&
-          other.ms < best->ms) {
-        best = &other;
-      }
+    if (r.variant == "cuda" && r.check != "ok") {
+      std::printf("CHECK FAILED: %s %s %s: %s\n", r.shape.c_str(), r.pass.c_str(), r.epilogue.c_str(), r.check.c_str());
+      ++mismatched;
     }
-    std::printf("%-18s %-6s %-14s %8s %8s %9s %s (%s)\n", r.shape.c_str(), r.pass.c_str(), r.epilogue.c_str(),
-                fmt(r.bandwidth).c_str(), fmt(r.bandwidth / copy_tbps).c_str(), fmt(clean).c_str(),
-                best == &r ? "this" : best->variant.c_str(), fmt(best->bandwidth / copy_tbps).c_str());
   }
+  std::printf("%-18s %-6s %-14s %-10s %8s %9s %6s %s\n", "shape", "pass", "op", "activation", "of copy", "gelu_tanh",
+              "ratio", "within 5%");
+  for (const ActivationRow& a : activation_rows) {
+    const std::string within = within_5_percent(a);
+    std::printf("%-18s %-6s %-14s %-10s %8s %9s %6s %s\n", a.shape.c_str(), a.pass.c_str(), a.op.c_str(),
+                a.activation.c_str(), fmt(a.fraction).c_str(), fmt(a.tanh_fraction).c_str(),
+                fmt(a.fraction / a.tanh_fraction).c_str(), within == "no" ? "NO" : within.c_str());
+  }
+  std::printf("activation kernels within 5%% of gelu_tanh's fraction of copy: %d of %d compared\n", activation_within,
+              activation_compared);
 
-  // ---- the dispatcher: auto against the better of cuda and cublaslt, and against
-  // cuBLASLt's fused epilogue called directly, over every epilogue case but DEFAULT ----
+  // ---- the dispatcher: auto against the better of cuda and cublaslt, and against cuBLASLt's
+  // fused epilogue called directly, over every epilogue case but DEFAULT ----
   std::ostringstream dmd;
   dmd << "# epigemm dispatch: auto against cuda, cublaslt and cuBLASLt fused (bf16)\n\n" << header.str() << ".\n\n"
       << "`auto / best` = auto's time over the faster of the cuda and cublaslt backends (target <= 1.03). "
-         "`lt / auto` = cuBLASLt's fused epilogue called directly over auto (> 1: auto is faster).\n\n"
+         "`lt / auto` = cuBLASLt's fused epilogue called directly over auto (> 1: auto is faster; n/a where "
+         "cuBLASLt has no such epilogue).\n\n"
       << "| shape (tok,in,out) | pass | epilogue | cuda ms | cublaslt ms | lt fused ms | auto ms | auto ran | auto / best | lt / auto |\n"
       << "|---|---|---|---|---|---|---|---|---|---|\n";
-  std::printf("\n%-18s %-6s %-14s %8s %8s %8s %8s %-9s %9s %8s\n", "shape", "pass", "epilogue", "cuda", "cublaslt",
-              "lt_fused", "auto", "auto ran", "auto/best", "lt/auto");
   double log_sum = 0.0, worst_auto = 0.0;
-  int cases = 0;
+  int cases = 0, auto_cases = 0;
   for (const Row& r : rows) {
     if (r.variant != "auto" || r.epilogue == "DEFAULT") continue;
     const std::string key = r.shape + "|" + r.pass + "|" + r.epilogue + "|";
@@ -1084,23 +1162,27 @@ int main(int argc, char** argv) {
       log_sum += std::log(lt_over_auto);
       ++cases;
     }
+    ++auto_cases;
     worst_auto = std::max(worst_auto, auto_over_best);
     dmd << "| " << r.shape << " | " << r.pass << " | " << r.epilogue << " | " << fmt(cuda_ms, 4) << " | "
         << fmt(backend_lt_ms, 4) << " | " << fmt(lt_ms, 4) << " | " << fmt(r.ms, 4) << " | " << ran << " | "
         << fmt(auto_over_best) << " | " << fmt(lt_over_auto) << " |\n";
-    std::printf("%-18s %-6s %-14s %8s %8s %8s %8s %-9s %9s %8s\n", r.shape.c_str(), r.pass.c_str(), r.epilogue.c_str(),
-                fmt(cuda_ms, 4).c_str(), fmt(backend_lt_ms, 4).c_str(), fmt(lt_ms, 4).c_str(), fmt(r.ms, 4).c_str(),
-                ran.c_str(), fmt(auto_over_best).c_str(), fmt(lt_over_auto).c_str());
   }
   const double geomean = cases ? std::exp(log_sum / cases) : NAN;
-  dmd << "\nOver " << cases << " epilogue cases: geometric mean of (cuBLASLt fused / auto) = " << fmt(geomean)
-      << " (target >= 1.04); worst auto / best = " << fmt(worst_auto) << " (target <= 1.03).\n";
+  dmd << "\nOver the " << cases << " epilogue cases cuBLASLt has: geometric mean of (cuBLASLt fused / auto) = "
+      << fmt(geomean) << " (target >= 1.04); over all " << auto_cases << ": worst auto / best = " << fmt(worst_auto)
+      << " (target <= 1.03).\n";
   std::ofstream(out_dir + "/bench_dispatch.md") << dmd.str();
-  std::printf("dispatch over %d epilogue cases: geomean lt_fused/auto %s (target >= 1.04), worst auto/best %s (target <= 1.03)\n",
-              cases, fmt(geomean).c_str(), fmt(worst_auto).c_str());
+  std::printf("dispatch over %d epilogue cases cuBLASLt has: geomean lt_fused/auto %s (target >= 1.04); over all %d: "
+              "worst auto/best %s (target <= 1.03)\n",
+              cases, fmt(geomean).c_str(), auto_cases, fmt(worst_auto).c_str());
 
   epigemm_context_destroy(ctx);
   cublasLtDestroy(lt);
   cublasDestroy(blas);
+  if (mismatched > 0) {
+    std::fprintf(stderr, "epigemm_bench_gpu: %d case(s) failed the correctness check\n", mismatched);
+    return 1;
+  }
   return 0;
 }

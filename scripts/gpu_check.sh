@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # The one GPU script: on the GPU machine, build with all cores, run the whole test binary, run the
-# benchmark, run the GPU tests again under compute-sanitizer (memcheck, racecheck), and leave logs
-# and results in $OUT (default ./gpu-check-out). Prints a short table last.
+# benchmark and the epilogue kernel lab (a short setting), run the GPU tests again under
+# compute-sanitizer (memcheck, racecheck), and leave logs and results in $OUT (default
+# ./gpu-check-out). Prints a short table last.
 #
 #   bash scripts/gpu_check.sh prepare   # here, once: copies /usr/src/googletest into .gtest-src
 #                                       # (ignored) for a GPU machine without GoogleTest; carry it
 #   bash scripts/gpu_check.sh           # on the GPU machine, with .gtest-src copied along
 #
 # Environment: TESTS_FILTER / MEMCHECK_FILTER / RACECHECK_FILTER (gtest filters; TESTS_FILTER
-# defaults to the whole binary), BENCH_ARGS (e.g. "--reps 40").
+# defaults to the whole binary), BENCH_ARGS (e.g. "--reps 40" or "--activations gelu_tanh"),
+# LAB_ARGS (the kernel lab's; default a short setting: 10 repetitions after 2 warm-ups).
 # DISPATCH_REFRESH=1: afterwards, regenerate src/backends/cublaslt/dispatch_table.inc from this
 # run's benchmark (scripts/make_dispatch_table.py), rebuild, run the dispatch and cublaslt/auto
-# tests and the whole benchmark again with the new table compiled in (results in $OUT/rerun).
-# PACK=1: at the end, pack everything under $OUT into $OUT/gpu-check.tgz (one file to copy back).
+# tests and the benchmark again with the new table compiled in, for the activations cuBLASLt has
+# (gelu_tanh, relu: the only ones with table rows; results in $OUT/rerun).
+# PACK=1: at the end, pack everything under $OUT into $OUT/gpu-check.tgz (the device tool
+# returns at most 8 files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -27,11 +31,14 @@ fi
 OUT=${OUT:-$ROOT/gpu-check-out}
 mkdir -p "$OUT"
 BUILD=$ROOT/build-gpu
-MEMCHECK_FILTER=${MEMCHECK_FILTER:-'CudaBackend.*:-CudaBackend.BiasOnMoreThan2To31Elements'}
+# The sweep of every epilogue and activation runs 150 calls: too slow under memcheck; the kernel
+# paths it reaches are in the other CudaBackend tests.
+MEMCHECK_FILTER=${MEMCHECK_FILTER:-'CudaBackend.*:-CudaBackend.BiasOnMoreThan2To31Elements:CudaBackend.EveryEpilogueAndActivationMatchesTheReference'}
 # racecheck instruments every shared-memory access, cuBLAS's too: small GEMMs only.
-RACECHECK_FILTER=${RACECHECK_FILTER:-'CudaBackend.CallsCaptureIntoAGraphAndReplay:CudaBackend.DegenerateSizes'}
+RACECHECK_FILTER=${RACECHECK_FILTER:-'CudaBackend.CallsCaptureIntoAGraphAndReplay:CudaBackend.DegenerateSizes:CudaBackend.ActivationAndBgradaCallsCaptureIntoAGraph'}
 TESTS_FILTER=${TESTS_FILTER:-'*'}
 BENCH_ARGS=${BENCH_ARGS:-}
+LAB_ARGS=${LAB_ARGS:---reps 10 --warmup 2}
 
 step() { echo "== $(date -u +%H:%M:%S) $*"; }
 # "[  PASSED  ] 12 tests." etc. from a gtest log
@@ -52,7 +59,7 @@ step "configure + build ($(nproc) cores)"
 GTEST_ARG=()
 if [ -d "$ROOT/.gtest-src" ]; then GTEST_ARG=(-DEPIGEMM_GTEST_SOURCE_DIR="$ROOT/.gtest-src"); fi
 if ! { cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEPIGEMM_WITH_CUDA=ON "${GTEST_ARG[@]}" &&
-       cmake --build "$BUILD" -j"$(nproc)" --target epigemm_tests epigemm_bench_gpu epigemm_cli; } > "$OUT/build.log" 2>&1; then
+       cmake --build "$BUILD" -j"$(nproc)" --target epigemm_tests epigemm_bench_gpu epigemm_epilogue_lab epigemm_cli; } > "$OUT/build.log" 2>&1; then
   tail -40 "$OUT/build.log"
   echo "BUILD FAILED (full log: $OUT/build.log)"
   exit 1
@@ -60,6 +67,7 @@ fi
 grep -c -i 'warning' "$OUT/build.log" | sed 's/^/build warnings: /'
 TESTS=$BUILD/tests/epigemm_tests
 BENCH=$BUILD/bench/epigemm_bench_gpu
+LAB=$BUILD/dev/epigemm_epilogue_lab
 
 step "tests: $TESTS_FILTER"
 timeout 180 "$TESTS" --gtest_filter="$TESTS_FILTER" > "$OUT/tests.log" 2>&1
@@ -70,6 +78,15 @@ step "benchmark"
 # shellcheck disable=SC2086
 timeout 300 "$BENCH" --out "$OUT" $BENCH_ARGS >> "$OUT/bench.log" 2>&1
 BENCH_RC=$?
+
+step "epilogue kernel lab: $LAB_ARGS"
+# Appended to bench.log after a marker (at most 8 files come back from the GPU machine).
+echo "== epilogue kernel lab: $LAB_ARGS" >> "$OUT/bench.log"
+# shellcheck disable=SC2086
+timeout 150 "$LAB" $LAB_ARGS > "$OUT/lab.log" 2>&1
+LAB_RC=$?
+grep -E "^device|VALIDATION FAILED" "$OUT/lab.log"
+cat "$OUT/lab.log" >> "$OUT/bench.log" && rm -f "$OUT/lab.log"
 
 step "the main job on the GPU: epigemm demo (bf16, fp32) and epigemm check"
 CLI=$BUILD/tools/epigemm
@@ -99,7 +116,7 @@ if [ "${DISPATCH_REFRESH:-0}" = 1 ]; then
     cp src/backends/cublaslt/dispatch_table.inc "$OUT/rerun/" &&
     cmake --build "$BUILD" -j"$(nproc)" --target epigemm_tests epigemm_bench_gpu &&
     timeout 120 "$TESTS" --gtest_filter='*Dispatch*:cublaslt/*:auto_device/*' > "$OUT/rerun/tests.log" 2>&1 &&
-    timeout 240 "$BENCH" --out "$OUT/rerun" $BENCH_ARGS > "$OUT/rerun/bench.log" 2>&1; } > "$OUT/rerun/refresh.log" 2>&1
+    timeout 240 "$BENCH" --out "$OUT/rerun" $BENCH_ARGS --activations gelu_tanh,relu > "$OUT/rerun/bench.log" 2>&1; } > "$OUT/rerun/refresh.log" 2>&1
   REFRESH_RC=$?
   echo "refresh rc $REFRESH_RC; dispatch tests: $(counts "$OUT/rerun/tests.log")"
   grep -E "^dispatch over" "$OUT/rerun/bench.log"
@@ -112,13 +129,14 @@ RACECHECK_SUMMARY="$(counts "$OUT/sanitizers.racecheck.log"), $(grep -E 'RACECHE
 rm -f "$OUT/sanitizers.memcheck.log" "$OUT/sanitizers.racecheck.log"
 
 echo
-echo "results and logs in $OUT: build.log tests.log sanitizers.log demo.log bench.log bench_gpu.csv bench_gpu.md bench_dispatch.md"
+echo "results and logs in $OUT: build.log tests.log sanitizers.log demo.log bench.log (the lab's table at its end) bench_gpu.csv bench_gpu.md bench_dispatch.md"
 echo "tests:     rc $TESTS_RC, $(counts "$OUT/tests.log")"
 echo "memcheck:  rc $MEMCHECK_RC, $MEMCHECK_SUMMARY"
 echo "racecheck: rc $RACECHECK_RC, $RACECHECK_SUMMARY"
 echo "bench:     rc $BENCH_RC"
-sed -n '/^copy /,$p' "$OUT/bench.log"
+echo "lab:       rc $LAB_RC"
+sed -n '/^copy /,/^== epilogue kernel lab/p' "$OUT/bench.log" | grep -v '^== epilogue kernel lab' 
 if [ "${PACK:-0}" = 1 ]; then
   tar czf /tmp/gpu-check.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/gpu-check.tgz "$OUT/"
 fi
-[ $REFRESH_RC -eq 0 ] && [ $TESTS_RC -eq 0 ] && [ $MEMCHECK_RC -eq 0 ] && [ $RACECHECK_RC -eq 0 ] && [ $BENCH_RC -eq 0 ]
+[ $REFRESH_RC -eq 0 ] && [ $TESTS_RC -eq 0 ] && [ $MEMCHECK_RC -eq 0 ] && [ $RACECHECK_RC -eq 0 ] && [ $BENCH_RC -eq 0 ] && [ $LAB_RC -eq 0 ]

@@ -10,11 +10,16 @@
 // the shapes are non-square so an m / n mix-up is refused or computes the wrong thing.
 //
 // Layer calls: against a naive computation in layer coordinates written here (row-major,
-// Y = X W^T + b, dX = dY W, dW = dY^T X), with row strides larger than the columns.
+// Y = act(X W^T + b), dX = (dY W) * act'(pre_act), dW = dY^T X), with row strides larger than
+// the columns: epigemm_linear_fprop / dgrad (with pre_gelu: gelu_tanh, without: none) and
+// epigemm_linear_fprop_act / dgrad_act with every activation; and the first two bitwise equal to
+// the _act calls with gelu_tanh.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "harness/harness.hpp"
 
@@ -200,18 +205,46 @@ class LinearLayer : public ::testing::TestWithParam<Target> {
   Context ctx_;
 };
 
+// One way of calling fprop or dgrad: the classic layer call (legacy: epigemm_linear_fprop /
+// dgrad, whose pre_gelu means gelu_tanh) or the _act call with an activation; with or without the
+// pre-activation (dgrad_act always has one).
+struct LayerVariant {
+  bool legacy;
+  epigemm_activation_t activation;  // what the call applies (legacy: gelu_tanh with pre_gelu, else none)
+  bool with_pre;
+};
+
+std::vector<LayerVariant> layer_variants(bool dgrad) {
+  std::vector<LayerVariant> variants;
+  variants.push_back({true, EPIGEMM_ACTIVATION_IDENTITY, false});  // Y = X W^T + b; dX = dY W
+  variants.push_back({true, EPIGEMM_ACTIVATION_GELU_TANH, true});
+  for (int a = 0; a < 5; ++a) {
+    if (!dgrad) variants.push_back({false, epigemm_activation_t(a), false});
+    variants.push_back({false, epigemm_activation_t(a), true});
+  }
+  return variants;
+}
+
+std::string variant_str(const LayerVariant& v, bool dgrad) {
+  const std::string pre = v.legacy ? "pre_gelu" : "pre_act";
+  return std::string(v.legacy ? (dgrad ? "linear_dgrad" : "linear_fprop")
+                              : (dgrad ? "linear_dgrad_act" : "linear_fprop_act")) +
+         (v.legacy ? "" : " activation=" + activation_str(v.activation)) + " " + pre + "=" +
+         (v.with_pre ? "yes" : "no");
+}
+
 TEST_P(LinearLayer, Fprop) {
   const Target& target = GetParam();
   const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
   uint64_t index = 0;
   for (const LayerDtypes& dt : kLayerDtypes) {
     for (const bool with_bias : {false, true}) {
-      for (const bool with_gelu : {false, true}) {
+      for (const LayerVariant& variant : layer_variants(false)) {
         const uint64_t seed = case_seed(name, index++);
         SCOPED_TRACE(::testing::Message() << "fprop in=" << dtype_str(dt.in) << " out=" << dtype_str(dt.out)
                                           << " side=" << dtype_str(dt.side) << " bias=" << with_bias
-                                          << " gelu=" << with_gelu << " seed=" << seed << " ("
-                                          << replay_hint() << ")");
+                                          << " " << variant_str(variant, false) << " seed=" << seed
+                                          << " (" << replay_hint() << ")");
         Rng rng(seed);
         // Row strides larger than the columns, each by a different amount.
         Tensor x = row_major_tensor(dt.in, kTokens, kIn, kIn + 3, false);
@@ -224,7 +257,7 @@ TEST_P(LinearLayer, Fprop) {
         bias.fill_uniform(rng, -1.0, 1.0);
         const Tensor x0 = x, w0 = w, bias0 = bias, pre0 = pre, y0 = y;
 
-        // Y[t, o] = act(sum_i X[t, i] W[o, i] + b[o]); pre_gelu = the argument of act.
+        // Y[t, o] = act(sum_i X[t, i] W[o, i] + b[o]); pre = the argument of act.
         // Magnitudes (the tolerance's floor, see Expected): the same sums of absolute values.
         std::vector<double> want_y(kTokens * kOut), want_pre(kTokens * kOut);
         std::vector<double> mag_y(kTokens * kOut), mag_pre(kTokens * kOut);
@@ -237,9 +270,9 @@ TEST_P(LinearLayer, Fprop) {
             }
             want_pre[t * kOut + o] = z;
             mag_pre[t * kOut + o] = mag;
-            want_y[t * kOut + o] = with_gelu ? double(golden_gelu(z)) : z;
-            mag_y[t * kOut + o] =
-                with_gelu ? std::fabs(double(golden_gelu_grad(z))) * mag + std::fabs(want_y[t * kOut + o]) : mag;
+            const ValueAndMagnitude out = expected_activation(variant.activation, z, mag);
+            want_y[t * kOut + o] = out.value;
+            mag_y[t * kOut + o] = out.magnitude;
           }
         }
         const bool ok = run_layer_call(
@@ -248,18 +281,21 @@ TEST_P(LinearLayer, Fprop) {
               const epigemm_tensor_t X = x.row_major(memory), W = w.row_major(memory);
               const epigemm_tensor_t P = pre.row_major(memory), Y = y.row_major(memory);
               const epigemm_vector_t b = bias.as_vector(memory);
-              return epigemm_linear_fprop(ctx_, &X, &W, with_bias ? &b : nullptr,
-                                          with_gelu ? &P : nullptr, &Y, ws, bytes, stream);
+              const epigemm_vector_t* b_arg = with_bias ? &b : nullptr;
+              const epigemm_tensor_t* p_arg = variant.with_pre ? &P : nullptr;
+              if (variant.legacy) return epigemm_linear_fprop(ctx_, &X, &W, b_arg, p_arg, &Y, ws, bytes, stream);
+              return epigemm_linear_fprop_act(ctx_, &X, &W, b_arg, variant.activation, p_arg, &Y, ws,
+                                              bytes, stream);
             });
         ASSERT_TRUE(ok);
         expect_unchanged("X", x0, x);
         expect_unchanged("W", w0, w);
         expect_unchanged("bias", bias0, bias);
         expect_output("Y", y0, y, want_y, mag_y, tolerance(dt, dt.out));
-        if (with_gelu) {
-          expect_output("pre_gelu", pre0, pre, want_pre, mag_pre, tolerance(dt, dt.side));
+        if (variant.with_pre) {
+          expect_output("pre-activation", pre0, pre, want_pre, mag_pre, tolerance(dt, dt.side));
         } else {
-          expect_unchanged("pre_gelu (not given)", pre0, pre);
+          expect_unchanged("pre-activation (not given)", pre0, pre);
         }
         if (HasFailure()) return;
       }
@@ -272,69 +308,138 @@ TEST_P(LinearLayer, Dgrad) {
   const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
   uint64_t index = 0;
   for (const LayerDtypes& dt : kLayerDtypes) {
-    // (pre_gelu, bias_grad): plain, through the GELU, through the GELU with the bias gradient.
-    for (const int variant : {0, 1, 2}) {
-      const bool with_gelu = variant >= 1, with_bias_grad = variant == 2;
-      const uint64_t seed = case_seed(name, index++);
-      SCOPED_TRACE(::testing::Message() << "dgrad in=" << dtype_str(dt.in) << " out=" << dtype_str(dt.out)
-                                        << " side=" << dtype_str(dt.side) << " pre_gelu=" << with_gelu
-                                        << " bias_grad=" << with_bias_grad << " seed=" << seed << " ("
-                                        << replay_hint() << ")");
-      Rng rng(seed);
-      Tensor dy = row_major_tensor(dt.in, kTokens, kOut, kOut + 3, false);
-      Tensor w = row_major_tensor(dt.in, kOut, kIn, kIn + 1, false);
-      Tensor pre = row_major_tensor(dt.side, kTokens, kIn, kIn + 5, true);
-      Tensor bias_grad = Tensor::vector(dt.side, kIn, false);
-      Tensor dx = row_major_tensor(dt.out, kTokens, kIn, kIn + 2, false);
-      dy.fill_uniform(rng, -1.0, 1.0);
-      w.fill_uniform(rng, -1.0, 1.0);
-      pre.fill_uniform(rng, -4.0, 4.0);
-      const Tensor dy0 = dy, w0 = w, pre0 = pre, bias_grad0 = bias_grad, dx0 = dx;
+    for (const LayerVariant& variant : layer_variants(true)) {
+      // bias_grad only through an activation: the previous layer's bias gradient.
+      for (const bool with_bias_grad : {false, true}) {
+        if (with_bias_grad && !variant.with_pre) continue;
+        const uint64_t seed = case_seed(name, index++);
+        SCOPED_TRACE(::testing::Message() << "dgrad in=" << dtype_str(dt.in) << " out=" << dtype_str(dt.out)
+                                          << " side=" << dtype_str(dt.side) << " " << variant_str(variant, true)
+                                          << " bias_grad=" << with_bias_grad << " seed=" << seed << " ("
+                                          << replay_hint() << ")");
+        Rng rng(seed);
+        Tensor dy = row_major_tensor(dt.in, kTokens, kOut, kOut + 3, false);
+        Tensor w = row_major_tensor(dt.in, kOut, kIn, kIn + 1, false);
+        Tensor pre = row_major_tensor(dt.side, kTokens, kIn, kIn + 5, true);
+        Tensor bias_grad = Tensor::vector(dt.side, kIn, false);
+        Tensor dx = row_major_tensor(dt.out, kTokens, kIn, kIn + 2, false);
+        dy.fill_uniform(rng, -1.0, 1.0);
+        w.fill_uniform(rng, -1.0, 1.0);
+        pre.fill_uniform(rng, -4.0, 4.0);
+        const Tensor dy0 = dy, w0 = w, pre0 = pre, bias_grad0 = bias_grad, dx0 = dx;
 
-      // dX[t, i] = (sum_o dY[t, o] W[o, i]) * gelu'(pre_gelu[t, i]); bias_grad[i] = sum_t dX[t, i].
-      std::vector<double> want_dx(kTokens * kIn), want_bias_grad(kIn, 0.0);
-      std::vector<double> mag_dx(kTokens * kIn), mag_bias_grad(kIn, 0.0);
-      for (int64_t t = 0; t < kTokens; ++t) {
-        for (int64_t i = 0; i < kIn; ++i) {
-          double g = 0.0, mag = 0.0;
-          for (int64_t o = 0; o < kOut; ++o) {
-            g += rm_get(dy, t, o) * rm_get(w, o, i);
-            mag += std::fabs(rm_get(dy, t, o) * rm_get(w, o, i));
+        // dX[t, i] = (sum_o dY[t, o] W[o, i]) * act'(pre[t, i]); bias_grad[i] = sum_t dX[t, i].
+        std::vector<double> want_dx(kTokens * kIn), want_bias_grad(kIn, 0.0);
+        std::vector<double> mag_dx(kTokens * kIn), mag_bias_grad(kIn, 0.0);
+        for (int64_t t = 0; t < kTokens; ++t) {
+          for (int64_t i = 0; i < kIn; ++i) {
+            double g = 0.0, mag = 0.0;
+            for (int64_t o = 0; o < kOut; ++o) {
+              g += rm_get(dy, t, o) * rm_get(w, o, i);
+              mag += std::fabs(rm_get(dy, t, o) * rm_get(w, o, i));
+            }
+            ValueAndMagnitude out{g, mag};
+            if (variant.with_pre) out = expected_times_activation_grad(variant.activation, g, mag, rm_get(pre, t, i));
+            want_dx[t * kIn + i] = out.value;
+            mag_dx[t * kIn + i] = out.magnitude;
+            want_bias_grad[i] += out.value;
+            mag_bias_grad[i] += out.magnitude;
           }
-          if (with_gelu) {
-            const double p = rm_get(pre, t, i);
-            mag = mag * std::fabs(double(golden_gelu_grad(p))) +
-                  std::fabs(g) * double(golden_gelu_grad_terms(p));
-            g *= double(golden_gelu_grad(p));
-          }
-          want_dx[t * kIn + i] = g;
-          mag_dx[t * kIn + i] = mag;
-          want_bias_grad[i] += g;
-          mag_bias_grad[i] += mag;
         }
+        const bool ok = run_layer_call(
+            ctx_, target, {&dy, &w, &pre, &bias_grad, &dx}, kTokens, kIn, kOut, dt.in,
+            [&](epigemm_memory_t memory, void* ws, size_t bytes, void* stream) {
+              const epigemm_tensor_t DY = dy.row_major(memory), W = w.row_major(memory);
+              const epigemm_tensor_t P = pre.row_major(memory), DX = dx.row_major(memory);
+              const epigemm_vector_t bg = bias_grad.as_vector(memory);
+              const epigemm_vector_t* bg_arg = with_bias_grad ? &bg : nullptr;
+              if (variant.legacy) {
+                return epigemm_linear_dgrad(ctx_, &DY, &W, variant.with_pre ? &P : nullptr, bg_arg, &DX, ws,
+                                            bytes, stream);
+              }
+              return epigemm_linear_dgrad_act(ctx_, &DY, &W, variant.activation, &P, bg_arg, &DX, ws, bytes,
+                                              stream);
+            });
+        ASSERT_TRUE(ok);
+        expect_unchanged("dY", dy0, dy);
+        expect_unchanged("W", w0, w);
+        expect_unchanged("pre-activation", pre0, pre);
+        expect_output("dX", dx0, dx, want_dx, mag_dx, tolerance(dt, dt.out));
+        if (with_bias_grad) {
+          expect_output("bias_grad (length in_features)", bias_grad0, bias_grad, want_bias_grad,
+                        mag_bias_grad, tolerance(dt, dt.side));
+        } else {
+          expect_unchanged("bias_grad (not given)", bias_grad0, bias_grad);
+        }
+        if (HasFailure()) return;
       }
-      const bool ok = run_layer_call(
-          ctx_, target, {&dy, &w, &pre, &bias_grad, &dx}, kTokens, kIn, kOut, dt.in,
-          [&](epigemm_memory_t memory, void* ws, size_t bytes, void* stream) {
-            const epigemm_tensor_t DY = dy.row_major(memory), W = w.row_major(memory);
-            const epigemm_tensor_t P = pre.row_major(memory), DX = dx.row_major(memory);
-            const epigemm_vector_t bg = bias_grad.as_vector(memory);
-            return epigemm_linear_dgrad(ctx_, &DY, &W, with_gelu ? &P : nullptr,
-                                        with_bias_grad ? &bg : nullptr, &DX, ws, bytes, stream);
-          });
-      ASSERT_TRUE(ok);
-      expect_unchanged("dY", dy0, dy);
-      expect_unchanged("W", w0, w);
-      expect_unchanged("pre_gelu", pre0, pre);
-      expect_output("dX", dx0, dx, want_dx, mag_dx, tolerance(dt, dt.out));
-      if (with_bias_grad) {
-        expect_output("bias_grad (length in_features)", bias_grad0, bias_grad, want_bias_grad,
-                      mag_bias_grad, tolerance(dt, dt.side));
-      } else {
-        expect_unchanged("bias_grad (not given)", bias_grad0, bias_grad);
-      }
-      if (HasFailure()) return;
     }
+  }
+}
+
+// epigemm_linear_fprop / dgrad with pre_gelu are the _act calls with gelu_tanh: bitwise the same
+// outputs on the same inputs and backend (and another activation gives other values, so the
+// comparison can tell).
+TEST_P(LinearLayer, ClassicLayerCallsMeanGeluTanh) {
+  const Target& target = GetParam();
+  const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  uint64_t index = 0;
+  for (const LayerDtypes& dt : kLayerDtypes) {
+    const uint64_t seed = case_seed(name, index++);
+    SCOPED_TRACE(::testing::Message() << "in=" << dtype_str(dt.in) << " out=" << dtype_str(dt.out)
+                                      << " side=" << dtype_str(dt.side) << " seed=" << seed << " ("
+                                      << replay_hint() << ")");
+    Rng rng(seed);
+    Tensor x = row_major_tensor(dt.in, kTokens, kIn, kIn + 1, false);
+    Tensor w = row_major_tensor(dt.in, kOut, kIn, kIn, false);
+    Tensor bias = Tensor::vector(dt.side, kOut, false);
+    Tensor dy = row_major_tensor(dt.in, kTokens, kOut, kOut, false);
+    Tensor pre_in = row_major_tensor(dt.side, kTokens, kIn, kIn + 2, false);
+    x.fill_uniform(rng, -1.0, 1.0);
+    w.fill_uniform(rng, -1.0, 1.0);
+    bias.fill_uniform(rng, -1.0, 1.0);
+    dy.fill_uniform(rng, -1.0, 1.0);
+    pre_in.fill_uniform(rng, -4.0, 4.0);
+    // Outputs of each call: [0] classic, [1] _act with gelu_tanh, [2] _act with relu.
+    std::vector<Tensor> y, pre, dx, bias_grad;
+    for (int call = 0; call < 3; ++call) {
+      y.push_back(row_major_tensor(dt.out, kTokens, kOut, kOut + 1, false));
+      pre.push_back(row_major_tensor(dt.side, kTokens, kOut, kOut, false));
+      dx.push_back(row_major_tensor(dt.out, kTokens, kIn, kIn, false));
+      bias_grad.push_back(Tensor::vector(dt.side, kIn, false));
+    }
+    const epigemm_activation_t activations[] = {EPIGEMM_ACTIVATION_GELU_TANH, EPIGEMM_ACTIVATION_GELU_TANH,
+                                                EPIGEMM_ACTIVATION_RELU};
+    for (int call = 0; call < 3; ++call) {
+      const epigemm_activation_t act = activations[call];
+      ASSERT_TRUE(run_layer_call(
+          ctx_, target, {&x, &w, &bias, &pre[call], &y[call]}, kTokens, kIn, kOut, dt.in,
+          [&](epigemm_memory_t m, void* ws, size_t bytes, void* stream) {
+            const epigemm_tensor_t X = x.row_major(m), W = w.row_major(m), P = pre[call].row_major(m),
+                                   Y = y[call].row_major(m);
+            const epigemm_vector_t b = bias.as_vector(m);
+            if (call == 0) return epigemm_linear_fprop(ctx_, &X, &W, &b, &P, &Y, ws, bytes, stream);
+            return epigemm_linear_fprop_act(ctx_, &X, &W, &b, act, &P, &Y, ws, bytes, stream);
+          }));
+      ASSERT_TRUE(run_layer_call(
+          ctx_, target, {&dy, &w, &pre_in, &bias_grad[call], &dx[call]}, kTokens, kIn, kOut, dt.in,
+          [&](epigemm_memory_t m, void* ws, size_t bytes, void* stream) {
+            const epigemm_tensor_t DY = dy.row_major(m), W = w.row_major(m), P = pre_in.row_major(m),
+                                   DX = dx[call].row_major(m);
+            const epigemm_vector_t bg = bias_grad[call].as_vector(m);
+            if (call == 0) return epigemm_linear_dgrad(ctx_, &DY, &W, &P, &bg, &DX, ws, bytes, stream);
+            return epigemm_linear_dgrad_act(ctx_, &DY, &W, act, &P, &bg, &DX, ws, bytes, stream);
+          }));
+    }
+    expect_bitwise_equal("Y (linear_fprop vs linear_fprop_act gelu_tanh)", y[0], y[1]);
+    expect_bitwise_equal("pre_gelu (linear_fprop vs linear_fprop_act gelu_tanh)", pre[0], pre[1]);
+    expect_bitwise_equal("dX (linear_dgrad vs linear_dgrad_act gelu_tanh)", dx[0], dx[1]);
+    expect_bitwise_equal("bias_grad (linear_dgrad vs linear_dgrad_act gelu_tanh)", bias_grad[0], bias_grad[1]);
+    // relu: the same pre-activation, another Y and dX.
+    expect_bitwise_equal("pre_act (gelu_tanh vs relu)", pre[1], pre[2]);
+    EXPECT_NE(std::memcmp(y[1].buffer(), y[2].buffer(), y[1].buffer_bytes()), 0) << "relu gave gelu_tanh's Y";
+    EXPECT_NE(std::memcmp(dx[1].buffer(), dx[2].buffer(), dx[1].buffer_bytes()), 0) << "relu gave gelu_tanh's dX";
+    if (HasFailure()) return;
   }
 }
 

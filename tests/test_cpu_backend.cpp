@@ -1,8 +1,8 @@
-// Tests specific to the cpu backend (src/backends/cpu/, docs/cpu_backend.md); the SPEC §5 matrix
+// Tests specific to the cpu backend (src/backends/cpu/, docs/cpu_backend.md); the matrix
 // in test_backend_matrix.cpp covers it like every backend. Here, through the backend object and
 // its options:
-//   - the AVX2 and AVX-512 GELU lanes against the scalar gelu_tanh / gelu_tanh_grad over a dense
-//     sweep of x;
+//   - the AVX2 and AVX-512 lanes of every activation and its derivative against the scalar
+//     functors over a dense sweep of x;
 //   - bias gradients (and D) bitwise identical with 1 and 2 threads, over several panels;
 //   - the workspace: none for all-fp32 calls, blocks (not full-size copies) for fp16/bf16, and
 //     small panels / k blocks giving the same results as the defaults;
@@ -36,15 +36,38 @@ using epigemm::GemmCall;
 
 constexpr epigemm_dtype_t F32 = EPIGEMM_DTYPE_F32, F16 = EPIGEMM_DTYPE_F16, BF16 = EPIGEMM_DTYPE_BF16;
 
-// ---- the AVX2 lanes against the scalar formula ---------------------------------------------
+// ---- the SIMD lanes against the scalar functors --------------------------------------------
 
-// Relative error allowed between two float evaluations of the same formula whose exp differs by
-// a few ulp: the exp's error is amplified by nothing (it enters through 1/(1+e)), but both
-// evaluations round u, which the exp amplifies by |2u| (the function's condition).
-float lane_tolerance(float x) {
-  const float u = std::fabs(0.7978845608f * (x + 0.044715f * x * x * x));
-  return 1.2e-7f * (8.0f + 4.0f * std::fmin(u, 100.0f));
-}
+// How much the lanes may differ from the scalar functor at x, relative to the value (forward) or
+// to the derivative's terms (backward): both evaluate the same formula, differing only in exp
+// (and erfc) by a few ulp, which the formula amplifies by its condition: |2u| for gelu_tanh
+// (exp(-2u)), |x| for silu (exp(-x)), x^2 / 2 for gelu_erf (exp(-z^2) inside erfc, plus the fit of
+// the lanes' erfc, within 1.2e-7 of the exact value), nothing for relu and the identity (exact).
+struct LaneCheck {
+  epigemm_activation_t activation;
+  double (*condition)(double x);
+  double (*derivative_terms)(double x);  // the scale of an evaluation's error of act'(x)
+};
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+const LaneCheck kLaneChecks[] = {
+    {EPIGEMM_ACTIVATION_IDENTITY, [](double) { return 0.0; }, [](double) { return 1.0; }},
+    {EPIGEMM_ACTIVATION_GELU_TANH,
+     [](double x) { return std::fabs(2.0 * 0.7978845608028654 * (x + 0.044715 * x * x * x)); },
+     [](double x) {
+       const double u = 0.7978845608028654 * (x + 0.044715 * x * x * x), s = sigmoid(2.0 * u);
+       return s + std::fabs(2.0 * x * s * (1.0 - s) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x));
+     }},
+    {EPIGEMM_ACTIVATION_GELU_ERF, [](double x) { return 2.0 + 0.5 * x * x; },
+     [](double x) {
+       return 0.5 * std::erfc(-x / std::sqrt(2.0)) +
+              std::fabs(x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * 3.141592653589793));
+     }},
+    {EPIGEMM_ACTIVATION_RELU, [](double) { return 0.0; }, [](double) { return 1.0; }},
+    {EPIGEMM_ACTIVATION_SILU, [](double x) { return std::fabs(x); },
+     [](double x) { return sigmoid(x) + std::fabs(x * sigmoid(x) * (1.0 - sigmoid(x))); }},
+};
 
 class CpuKernelBuilds : public ::testing::TestWithParam<std::string> {};
 
@@ -52,50 +75,53 @@ const epigemm::EpilogueKernels* kernel_build(const std::string& name) {
   return name == "avx512" ? epigemm::avx512_epilogue_kernels() : epigemm::avx2_epilogue_kernels();
 }
 
-TEST_P(CpuKernelBuilds, GeluLanesMatchScalarOverDenseSweep) {
-  const epigemm::EpilogueKernels* avx2 = kernel_build(GetParam());
-  if (avx2 == nullptr) GTEST_SKIP() << "SKIP: this CPU cannot run the " << GetParam() << " kernels";
+// Every activation in this build's lanes against the scalar build (the functor on floats) over a
+// dense sweep; the scalar functors themselves are checked against long double in
+// test_epilogue_math.cpp.
+TEST_P(CpuKernelBuilds, ActivationLanesMatchScalarOverDenseSweep) {
+  const epigemm::EpilogueKernels* lanes = kernel_build(GetParam());
+  if (lanes == nullptr) GTEST_SKIP() << "SKIP: this CPU cannot run the " << GetParam() << " kernels";
   const epigemm::EpilogueKernels& scalar = epigemm::scalar_epilogue_kernels();
-  // Every 2^-12 over [-16, 16] (where both functions move), plus far values and specials.
+  // Every 2^-12 over [-16, 16] (where the functions move), plus far values and specials.
   std::vector<float> x;
   for (int i = -65536; i <= 65536; ++i) x.push_back(float(i) / 4096.0f);
   const float inf = std::numeric_limits<float>::infinity();
-  for (float v : {30.0f, -30.0f, 88.0f, -88.0f, 1e3f, -1e3f, 9999.0f, -9999.0f, 1e4f, -1e4f, 1e5f,
-                  -1e5f, 3e38f, -3e38f, inf, -inf, 1e-30f, -1e-30f, 0.0f, -0.0f}) {
+  for (float v : {30.0f, -30.0f, 88.0f, -88.0f, 90.0f, -90.0f, 1e3f, -1e3f, 9999.0f, -9999.0f,
+                  1e4f, -1e4f, 1e5f, -1e5f, 3e38f, -3e38f, inf, -inf, 1e-30f, -1e-30f, 1e-40f,
+                  -1e-40f, 0.0f, -0.0f}) {
     x.push_back(v);
   }
   x.push_back(std::numeric_limits<float>::quiet_NaN());
   const int64_t n = int64_t(x.size());  // not a multiple of 8: the tail goes through the lanes too
-  std::vector<float> g_avx(n), dg_avx(n), g_ref(n), dg_ref(n);
-  avx2->gelu_tanh_values(x.data(), n, g_avx.data(), dg_avx.data());
-  scalar.gelu_tanh_values(x.data(), n, g_ref.data(), dg_ref.data());
-  int64_t checked = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (std::isnan(x[i])) {
-      EXPECT_TRUE(std::isnan(g_avx[i]) && std::isnan(dg_avx[i]));
-      continue;
+  for (const LaneCheck& check : kLaneChecks) {
+    SCOPED_TRACE(epigemm_activation_name(check.activation));
+    std::vector<float> f_lanes(n), df_lanes(n), f_ref(n), df_ref(n);
+    lanes->activation_values(check.activation, x.data(), n, f_lanes.data(), df_lanes.data());
+    scalar.activation_values(check.activation, x.data(), n, f_ref.data(), df_ref.data());
+    int64_t checked = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::isnan(x[i])) {
+        EXPECT_TRUE(std::isnan(f_lanes[i]) && std::isnan(df_lanes[i]) && std::isnan(f_ref[i]) &&
+                    std::isnan(df_ref[i]))
+            << "NaN in must give NaN out";
+        continue;
+      }
+      if (std::isinf(x[i])) {  // the exact limits
+        EXPECT_EQ(f_lanes[i], f_ref[i]) << "act at x=" << x[i];
+        EXPECT_EQ(df_lanes[i], df_ref[i]) << "act' at x=" << x[i];
+        continue;
+      }
+      const double condition = std::fmin(check.condition(double(x[i])), 100.0);
+      const float tol = float(1.2e-7 * (8.0 + 4.0 * condition));
+      // Values below 1e-30 are far under anything a GEMM epilogue resolves; compare absolutely.
+      EXPECT_NEAR(f_lanes[i], f_ref[i], tol * std::fabs(f_ref[i]) + 1e-30f) << "act at x=" << x[i];
+      const double terms = check.derivative_terms(double(x[i]));
+      EXPECT_NEAR(df_lanes[i], df_ref[i], tol * float(std::isfinite(terms) ? terms : 0.0) + 1e-30f)
+          << "act' at x=" << x[i];
+      ++checked;
     }
-    // The scalar function itself is checked against long double in test_epilogue_math.cpp.
-    EXPECT_EQ(g_ref[i], epigemm::gelu_tanh(x[i]));
-    if (std::isinf(x[i])) {  // the exact limits
-      EXPECT_EQ(g_avx[i], g_ref[i]);
-      EXPECT_EQ(dg_avx[i], dg_ref[i]);
-      continue;
-    }
-    const float tol = lane_tolerance(x[i]);
-    // Values below 1e-30 are far under anything a GEMM epilogue resolves; compare absolutely.
-    EXPECT_NEAR(g_avx[i], g_ref[i], tol * std::fabs(g_ref[i]) + 1e-30f) << "gelu at x=" << x[i];
-    // gelu' = s + 2 x s (1 - s) c (1 + 3 a x^2) crosses zero near x = -0.75, where the two terms
-    // cancel: its error is relative to the terms, not to the result.
-    const double xd = x[i], u = 0.7978845608028654 * (xd + 0.044715 * xd * xd * xd);
-    const double sig = 1.0 / (1.0 + std::exp(-2.0 * u));
-    const double terms = sig + std::fabs(2.0 * xd * sig * (1.0 - sig) * 0.7978845608028654 *
-                                         (1.0 + 3.0 * 0.044715 * xd * xd));
-    EXPECT_NEAR(dg_avx[i], dg_ref[i], tol * float(std::isfinite(terms) ? terms : 0.0) + 1e-30f)
-        << "gelu' at x=" << x[i];
-    ++checked;
+    EXPECT_GT(checked, 131000);
   }
-  EXPECT_GT(checked, 131000);
 }
 
 INSTANTIATE_TEST_SUITE_P(SimdBuilds, CpuKernelBuilds, ::testing::Values("avx2", "avx512"));
@@ -126,6 +152,7 @@ struct Buffer {
 
 struct Case {
   epigemm_epilogue_t epilogue = EPIGEMM_EPILOGUE_DEFAULT;
+  epigemm_activation_t activation = EPIGEMM_ACTIVATION_GELU_TANH;
   epigemm_op_t transa = EPIGEMM_OP_N, transb = EPIGEMM_OP_N;
   int64_t m = 1, n = 1, k = 1;
   epigemm_dtype_t ab = F32, d = F32, side = F32;  // side: bias, aux and bias_grad
@@ -140,10 +167,7 @@ struct Operands {
   Buffer a, b, d, bias, aux, bias_grad;
 };
 
-bool reads_bias(epigemm_epilogue_t e) { return epigemm::epilogue_reads_bias(e); }
-bool has_aux(epigemm_epilogue_t e) {
-  return epigemm::epilogue_writes_aux(e) || epigemm::epilogue_reads_aux(e);
-}
+epigemm::EpilogueParts parts_of(const Case& c) { return epigemm::epilogue_parts(c.epilogue, c.activation); }
 
 Operands make_operands(const Case& c) {
   std::mt19937 rng(c.seed);
@@ -161,17 +185,18 @@ Operands make_operands(const Case& c) {
     for (int64_t i = 0; i < o.b.rows; ++i) o.b.set(i, j, input());
   for (int64_t j = 0; j < c.n; ++j)
     for (int64_t i = 0; i < c.m; ++i) o.d.set(i, j, c.beta != 0.0f ? uniform(rng) : NAN);
-  if (reads_bias(c.epilogue)) {
+  const epigemm::EpilogueParts parts = parts_of(c);
+  if (parts.reads_bias()) {
     o.bias = Buffer(c.side, c.m, 1, 0, c.misaligned);
     for (int64_t i = 0; i < c.m; ++i) o.bias.set(i, 0, uniform(rng));
   }
-  if (has_aux(c.epilogue)) {
+  if (parts.uses_aux()) {
     o.aux = Buffer(c.side, c.m, c.n, c.pad + 3, c.misaligned);
     for (int64_t j = 0; j < c.n; ++j)
-      for (int64_t i = 0; i < c.m; ++i) o.aux.set(i, j, epigemm::epilogue_reads_aux(c.epilogue) ? 3.0f * uniform(rng) : NAN);
+      for (int64_t i = 0; i < c.m; ++i) o.aux.set(i, j, parts.reads_aux() ? 3.0f * uniform(rng) : NAN);
   }
-  if (epigemm::epilogue_writes_bias_grad(c.epilogue)) {
-    const int64_t length = c.epilogue == EPIGEMM_EPILOGUE_BGRADB ? c.n : c.m;
+  if (parts.writes_bias_grad()) {
+    const int64_t length = parts.bias_grad_length(c.m, c.n);
     o.bias_grad = Buffer(c.side, length, 1, 0, c.misaligned);
     for (int64_t i = 0; i < length; ++i) o.bias_grad.set(i, 0, NAN);
   }
@@ -191,11 +216,13 @@ GemmCall make_call(const Case& c, Operands& o) {
   call.alpha = c.alpha;
   call.beta = c.beta;
   call.epilogue = c.epilogue;
-  call.has_bias = reads_bias(c.epilogue);
+  call.activation = c.activation;
+  const epigemm::EpilogueParts parts = parts_of(c);
+  call.has_bias = parts.reads_bias();
   if (call.has_bias) call.bias = o.bias.vector();
-  call.has_aux = has_aux(c.epilogue);
+  call.has_aux = parts.uses_aux();
   if (call.has_aux) call.aux = o.aux.matrix();
-  call.has_bias_grad = epigemm::epilogue_writes_bias_grad(c.epilogue);
+  call.has_bias_grad = parts.writes_bias_grad();
   if (call.has_bias_grad) call.bias_grad = o.bias_grad.vector();
   call.backend = EPIGEMM_BACKEND_CPU;
   return call;
@@ -237,24 +264,26 @@ void expect_matches_reference(const Case& c, const CpuBackendOptions& options) {
   Operands ref = run(*reference, c);
   const float tolerance = c.ab == F32 && c.d == F32 && c.side == F32 ? 2e-5f : 1.6e-2f;
   expect_close("D", out.d, ref.d, tolerance);
-  if (epigemm::epilogue_writes_aux(c.epilogue)) expect_close("aux", out.aux, ref.aux, tolerance);
-  if (epigemm::epilogue_writes_bias_grad(c.epilogue)) {
-    // A sum of up to k (BGRADB) or n terms: scale the tolerance by their count's square root.
-    const int64_t terms = c.epilogue == EPIGEMM_EPILOGUE_BGRADB ? c.k : c.n;
+  const epigemm::EpilogueParts parts = parts_of(c);
+  if (parts.writes_aux()) expect_close("aux", out.aux, ref.aux, tolerance);
+  if (parts.writes_bias_grad()) {
+    // A sum of up to k (BGRADB, BGRADA) or n terms: scale the tolerance by their count's root.
+    const int64_t terms = parts.bias_grad == epigemm::BiasGradPart::rows_of_gradient ? c.n : c.k;
     expect_close("bias_grad", out.bias_grad, ref.bias_grad,
                  tolerance * float(std::sqrt(double(std::max<int64_t>(terms, 1)))));
   }
 }
 
 const epigemm_epilogue_t kEpilogues[] = {
-    EPIGEMM_EPILOGUE_DEFAULT,       EPIGEMM_EPILOGUE_BIAS,  EPIGEMM_EPILOGUE_GELU_AUX,
-    EPIGEMM_EPILOGUE_GELU_AUX_BIAS, EPIGEMM_EPILOGUE_DGELU, EPIGEMM_EPILOGUE_DGELU_BGRAD,
-    EPIGEMM_EPILOGUE_BGRADB};
+    EPIGEMM_EPILOGUE_DEFAULT,     EPIGEMM_EPILOGUE_BIAS,         EPIGEMM_EPILOGUE_ACT,
+    EPIGEMM_EPILOGUE_ACT_BIAS,    EPIGEMM_EPILOGUE_GELU_AUX,     EPIGEMM_EPILOGUE_GELU_AUX_BIAS,
+    EPIGEMM_EPILOGUE_DGELU,       EPIGEMM_EPILOGUE_DGELU_BGRAD,  EPIGEMM_EPILOGUE_BGRADB,
+    EPIGEMM_EPILOGUE_BGRADA};
 
 // ---- bias gradients: the same bits with 1 and 2 threads ------------------------------------
 
 TEST(CpuBackend, BiasGradientsBitwiseIdenticalWithOneAndTwoThreads) {
-  for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_DGELU_BGRAD, EPIGEMM_EPILOGUE_BGRADB}) {
+  for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_DGELU_BGRAD, EPIGEMM_EPILOGUE_BGRADB, EPIGEMM_EPILOGUE_BGRADA}) {
     for (int t = 0; t < 4; ++t) {
       Case c;
       c.epilogue = e;

@@ -126,6 +126,34 @@ TEST(DispatchTable, PureFunctionOfTheCall) {
   call.epilogue = EPIGEMM_EPILOGUE_BIAS;
   EXPECT_FALSE(epigemm::cublaslt_preferred(call));
 }
+
+// The table is keyed by epilogue and activation as the parts name them: an activation the
+// epilogue does not read changes nothing, ACT_BIAS with the identity is BIAS, and an
+// (epilogue, activation) with no measured row goes to cuda: ACT_AUX has rows with gelu_tanh only
+// (cuBLASLt saves no pre-activation for the others, so the benchmark measures none).
+TEST(DispatchTable, KeyedByEpilogueAndActivation) {
+  epigemm::GemmCall call;
+  call.a.dtype = call.b.dtype = call.d.dtype = EPIGEMM_DTYPE_BF16;
+  for (int64_t size : {64, 1024, 4096, 16384}) {
+    call.gemm_m = size;
+    call.gemm_n = 2 * size;
+    call.gemm_k = size / 2;
+    call.epilogue = EPIGEMM_EPILOGUE_ACT_AUX;
+    for (epigemm_activation_t other : {EPIGEMM_ACTIVATION_GELU_ERF, EPIGEMM_ACTIVATION_RELU, EPIGEMM_ACTIVATION_SILU,
+                                       EPIGEMM_ACTIVATION_IDENTITY}) {
+      call.activation = other;
+      EXPECT_FALSE(epigemm::cublaslt_preferred(call)) << epigemm_activation_name(other) << ", size " << size;
+    }
+    call.epilogue = EPIGEMM_EPILOGUE_BIAS;
+    call.activation = EPIGEMM_ACTIVATION_GELU_TANH;
+    const bool bias = epigemm::cublaslt_preferred(call);
+    call.activation = EPIGEMM_ACTIVATION_SILU;  // not read by BIAS
+    EXPECT_EQ(epigemm::cublaslt_preferred(call), bias) << "size " << size;
+    call.epilogue = EPIGEMM_EPILOGUE_ACT_BIAS;
+    call.activation = EPIGEMM_ACTIVATION_IDENTITY;  // the parts of BIAS
+    EXPECT_EQ(epigemm::cublaslt_preferred(call), bias) << "size " << size;
+  }
+}
 #endif
 
 }  // namespace

@@ -64,12 +64,15 @@ enum class Entry {
   classic_workspace_size,  // epigemm_classic_gemm_workspace_size (validates as the call does)
   fprop,                 // epigemm_linear_fprop
   dgrad,                 // epigemm_linear_dgrad
+  fprop_act,             // epigemm_linear_fprop_act (pre_gelu is its pre_act)
+  dgrad_act,             // epigemm_linear_dgrad_act (likewise)
   wgrad,                 // epigemm_linear_wgrad
   context_set_backend,   // epigemm_context_set_backend(ctx, setup.backend)
   last_backend_null,     // epigemm_context_last_backend(ctx, NULL, NULL)
 };
 
 int64_t at_least_1(int64_t v) { return v < 1 ? 1 : v; }
+bool is_forward_pass(Entry e) { return e == Entry::fprop || e == Entry::fprop_act; }
 
 struct BadCall {
   Entry entry = Entry::desc;
@@ -78,6 +81,8 @@ struct BadCall {
   // GEMM level.
   epigemm_op_t transa = EPIGEMM_OP_N, transb = EPIGEMM_OP_N;
   epigemm_epilogue_t epilogue = EPIGEMM_EPILOGUE_DEFAULT;
+  // The description's (set on every description) and the _act layer calls' activation.
+  epigemm_activation_t activation = EPIGEMM_ACTIVATION_GELU_TANH;
   epigemm_matrix_t A{}, B{}, D{}, aux{};
   epigemm_vector_t bias{}, bias_grad{};
   bool with_bias = false, with_aux = false, with_bias_grad = false;
@@ -114,10 +119,12 @@ struct BadCall {
     A = ta == EPIGEMM_OP_N ? matrix(kA, m, k) : matrix(kA, k, m);
     B = tb == EPIGEMM_OP_N ? matrix(kB, k, n) : matrix(kB, n, k);
     D = matrix(kD, m, n);
-    with_bias = e == EPIGEMM_EPILOGUE_BIAS || e == EPIGEMM_EPILOGUE_GELU_AUX_BIAS;
-    with_aux = e == EPIGEMM_EPILOGUE_GELU_AUX || e == EPIGEMM_EPILOGUE_GELU_AUX_BIAS ||
-               e == EPIGEMM_EPILOGUE_DGELU || e == EPIGEMM_EPILOGUE_DGELU_BGRAD;
-    with_bias_grad = e == EPIGEMM_EPILOGUE_DGELU_BGRAD || e == EPIGEMM_EPILOGUE_BGRADB;
+    with_bias = e == EPIGEMM_EPILOGUE_BIAS || e == EPIGEMM_EPILOGUE_ACT_BIAS ||
+                e == EPIGEMM_EPILOGUE_ACT_AUX_BIAS;
+    with_aux = e == EPIGEMM_EPILOGUE_ACT_AUX || e == EPIGEMM_EPILOGUE_ACT_AUX_BIAS ||
+               e == EPIGEMM_EPILOGUE_DACT || e == EPIGEMM_EPILOGUE_DACT_BGRAD;
+    with_bias_grad = e == EPIGEMM_EPILOGUE_DACT_BGRAD || e == EPIGEMM_EPILOGUE_BGRADB ||
+                     e == EPIGEMM_EPILOGUE_BGRADA;
     aux = matrix(kAux, m, n);
     bias = vector(kBias, m);
     bias_grad = vector(kBiasGrad, e == EPIGEMM_EPILOGUE_BGRADB ? n : m);
@@ -133,11 +140,11 @@ struct BadCall {
     dX = tensor(kDX, kTokens, kIn);
     dW = tensor(kDW, kOut, kIn);
     with_pre_gelu = gelu;
-    pre_gelu = tensor(kPreGelu, kTokens, pass == Entry::fprop ? kOut : kIn);
-    with_bias = pass == Entry::fprop && bias_vector;
-    with_bias_grad = pass != Entry::fprop && bias_vector;
+    pre_gelu = tensor(kPreGelu, kTokens, is_forward_pass(pass) ? kOut : kIn);
+    with_bias = is_forward_pass(pass) && bias_vector;
+    with_bias_grad = !is_forward_pass(pass) && bias_vector;
     bias = vector(kBias, kOut);
-    bias_grad = vector(kBiasGrad, pass == Entry::dgrad ? kIn : kOut);
+    bias_grad = vector(kBiasGrad, pass == Entry::wgrad ? kOut : kIn);
   }
 
   BadCall() {
@@ -162,6 +169,8 @@ struct BadCall {
         EXPECT_EQ(epigemm_gemm_desc_create(&desc), EPIGEMM_STATUS_SUCCESS);
         EXPECT_EQ(epigemm_gemm_desc_set_transpose(desc, transa, transb), EPIGEMM_STATUS_SUCCESS);
         EXPECT_EQ(epigemm_gemm_desc_set_epilogue(desc, epilogue), EPIGEMM_STATUS_SUCCESS);
+        // The setter stores any value; the call validates it.
+        EXPECT_EQ(epigemm_gemm_desc_set_activation(desc, activation), EPIGEMM_STATUS_SUCCESS);
         EXPECT_EQ(epigemm_gemm_desc_set_bias(desc, with_bias ? &bias : nullptr), EPIGEMM_STATUS_SUCCESS);
         EXPECT_EQ(epigemm_gemm_desc_set_aux(desc, with_aux ? &aux : nullptr), EPIGEMM_STATUS_SUCCESS);
         EXPECT_EQ(epigemm_gemm_desc_set_bias_grad(desc, with_bias_grad ? &bias_grad : nullptr),
@@ -212,6 +221,18 @@ struct BadCall {
                                     with_pre_gelu ? &pre_gelu : nullptr,
                                     with_bias_grad ? &bias_grad : nullptr,
                                     given("dX") ? &dX : nullptr, workspace, workspace_bytes, nullptr);
+      case Entry::fprop_act:
+        EXPECT_EQ(epigemm_context_set_backend(ctx, backend), EPIGEMM_STATUS_SUCCESS);
+        return epigemm_linear_fprop_act(c, given("X") ? &X : nullptr, given("W") ? &W : nullptr,
+                                        with_bias ? &bias : nullptr, activation,
+                                        with_pre_gelu ? &pre_gelu : nullptr, given("Y") ? &Y : nullptr,
+                                        workspace, workspace_bytes, nullptr);
+      case Entry::dgrad_act:
+        EXPECT_EQ(epigemm_context_set_backend(ctx, backend), EPIGEMM_STATUS_SUCCESS);
+        return epigemm_linear_dgrad_act(c, given("dY") ? &dY : nullptr, given("W") ? &W : nullptr,
+                                        activation, with_pre_gelu ? &pre_gelu : nullptr,
+                                        with_bias_grad ? &bias_grad : nullptr,
+                                        given("dX") ? &dX : nullptr, workspace, workspace_bytes, nullptr);
       case Entry::wgrad:
         EXPECT_EQ(epigemm_context_set_backend(ctx, backend), EPIGEMM_STATUS_SUCCESS);
         return epigemm_linear_wgrad(c, given("X") ? &X : nullptr, given("dY") ? &dY : nullptr,
@@ -274,7 +295,12 @@ using E = epigemm_epilogue_t;
 constexpr E kDefault = EPIGEMM_EPILOGUE_DEFAULT, kBiasE = EPIGEMM_EPILOGUE_BIAS,
             kGeluAux = EPIGEMM_EPILOGUE_GELU_AUX, kGeluAuxBias = EPIGEMM_EPILOGUE_GELU_AUX_BIAS,
             kDGelu = EPIGEMM_EPILOGUE_DGELU, kDGeluBgrad = EPIGEMM_EPILOGUE_DGELU_BGRAD,
-            kBgradB = EPIGEMM_EPILOGUE_BGRADB;
+            kBgradB = EPIGEMM_EPILOGUE_BGRADB, kBgradA = EPIGEMM_EPILOGUE_BGRADA,
+            kAct = EPIGEMM_EPILOGUE_ACT, kActBias = EPIGEMM_EPILOGUE_ACT_BIAS,
+            kActAux = EPIGEMM_EPILOGUE_ACT_AUX, kDAct = EPIGEMM_EPILOGUE_DACT,
+            kDActBgrad = EPIGEMM_EPILOGUE_DACT_BGRAD;
+constexpr epigemm_activation_t kGeluErf = EPIGEMM_ACTIVATION_GELU_ERF, kRelu = EPIGEMM_ACTIVATION_RELU,
+                               kSilu = EPIGEMM_ACTIVATION_SILU, kIdentity = EPIGEMM_ACTIVATION_IDENTITY;
 constexpr epigemm_op_t N = EPIGEMM_OP_N, T = EPIGEMM_OP_T;
 constexpr int64_t kTwo58 = int64_t(1) << 58, kTwo60 = int64_t(1) << 60;
 
@@ -412,10 +438,10 @@ std::vector<Case> gemm_level_cases() {
        EPIGEMM_STATUS_INVALID_VALUE, "transa", {}, {2, 0, 1}});
   add({"desc_transb_negative", [](BadCall& s) { s.transb = epigemm_op_t(-1); },
        EPIGEMM_STATUS_INVALID_VALUE, "transb", {}, {-1, 0, 1}});
-  add({"desc_epilogue_out_of_range", [](BadCall& s) { s.epilogue = epigemm_epilogue_t(7); },
-       EPIGEMM_STATUS_INVALID_VALUE, "epilogue", {}, {7, 0, 6}});
+  add({"desc_epilogue_out_of_range", [](BadCall& s) { s.epilogue = epigemm_epilogue_t(10); },
+       EPIGEMM_STATUS_INVALID_VALUE, "epilogue", {}, {10, 0, 9}});
   add({"desc_epilogue_negative", [](BadCall& s) { s.epilogue = epigemm_epilogue_t(-1); },
-       EPIGEMM_STATUS_INVALID_VALUE, "epilogue", {}, {-1, 0, 6}});
+       EPIGEMM_STATUS_INVALID_VALUE, "epilogue", {}, {-1, 0, 9}});
   add({"desc_backend_out_of_range", [](BadCall& s) { s.backend = epigemm_backend_t(9); },
        EPIGEMM_STATUS_INVALID_VALUE, "backend", {}, {9, 0, 4}});
   add({"context_set_backend_out_of_range",
@@ -458,6 +484,54 @@ std::vector<Case> gemm_level_cases() {
        EPIGEMM_STATUS_INVALID_VALUE, "bias_grad", {"BGRADB", "missing"}, {11}});
   add({"desc_bias_grad_missing_for_DGELU_BGRAD", [](BadCall& s) { s.gemm(kDGeluBgrad); s.with_bias_grad = false; },
        EPIGEMM_STATUS_INVALID_VALUE, "bias_grad", {"DGELU_BGRAD", "missing"}, {13}});
+
+  // -- activations: the value, and the operands of ACT, ACT_BIAS, BGRADA and of the activation
+  //    epilogues under other activations (the message names the epilogue with its activation) --
+  add({"desc_activation_out_of_range", [](BadCall& s) { s.gemm(kAct); s.activation = epigemm_activation_t(5); },
+       EPIGEMM_STATUS_INVALID_VALUE, "activation", {"identity", "silu"}, {5, 0, 4}});
+  add({"desc_activation_negative", [](BadCall& s) { s.gemm(kDActBgrad); s.activation = epigemm_activation_t(-1); },
+       EPIGEMM_STATUS_INVALID_VALUE, "activation", {"identity", "silu"}, {-1, 0, 4}});
+  // An epilogue without an activation does not read the setting, but a value the header does not
+  // define is refused all the same (never silently carried along).
+  add({"desc_activation_out_of_range_with_DEFAULT",
+       [](BadCall& s) { s.gemm(kDefault); s.activation = epigemm_activation_t(17); },
+       EPIGEMM_STATUS_INVALID_VALUE, "activation", {}, {17, 0, 4}});
+  add({"workspace_size_activation_out_of_range",
+       [](BadCall& s) { s.gemm(kActBias); s.activation = epigemm_activation_t(6); s.entry = Entry::desc_workspace_size; },
+       EPIGEMM_STATUS_INVALID_VALUE, "activation", {}, {6, 0, 4}});
+  add({"desc_bias_set_with_ACT", [](BadCall& s) { s.gemm(kAct); s.activation = kRelu; s.with_bias = true; },
+       EPIGEMM_STATUS_INVALID_VALUE, "bias", {"ACT", "relu", "set"}, {}});
+  add({"desc_bias_missing_for_ACT_BIAS", [](BadCall& s) { s.gemm(kActBias); s.activation = kSilu; s.with_bias = false; },
+       EPIGEMM_STATUS_INVALID_VALUE, "bias", {"ACT_BIAS", "silu", "missing", "gemm_m"}, {13}});
+  add({"desc_bias_length_for_ACT_BIAS_TN",
+       [](BadCall& s) { s.gemm(kActBias, T, N); s.activation = kGeluErf; s.bias.length = 12; },
+       EPIGEMM_STATUS_INVALID_VALUE, "bias", {"ACT_BIAS", "gelu_erf", "gemm_m"}, {12, 13}});
+  add({"desc_aux_set_with_ACT", [](BadCall& s) { s.gemm(kAct); s.with_aux = true; },
+       EPIGEMM_STATUS_INVALID_VALUE, "aux", {"ACT", "gelu_tanh", "set"}, {}});
+  add({"desc_aux_set_with_ACT_BIAS", [](BadCall& s) { s.gemm(kActBias); s.activation = kIdentity; s.with_aux = true; },
+       EPIGEMM_STATUS_INVALID_VALUE, "aux", {"ACT_BIAS", "identity", "set"}, {}});
+  add({"desc_bias_grad_set_with_ACT_BIAS", [](BadCall& s) { s.gemm(kActBias); s.with_bias_grad = true; },
+       EPIGEMM_STATUS_INVALID_VALUE, "bias_grad", {"ACT_BIAS", "set"}, {}});
+  add({"desc_aux_missing_for_DACT_relu", [](BadCall& s) { s.gemm(kDAct); s.activation = kRelu; s.with_aux = false; },
+       EPIGEMM_STATUS_INVALID_VALUE, "aux", {"DACT", "relu", "missing"}, {13, 11}});
+  add({"desc_aux_rows_ACT_AUX_silu", [](BadCall& s) { s.gemm(kActAux); s.activation = kSilu; s.aux.rows = 12; },
+       EPIGEMM_STATUS_INVALID_VALUE, "aux", {"ACT_AUX", "silu", "gemm_m"}, {12, 13}});
+  add({"desc_bias_grad_missing_for_DACT_BGRAD_gelu_erf",
+       [](BadCall& s) { s.gemm(kDActBgrad); s.activation = kGeluErf; s.with_bias_grad = false; },
+       EPIGEMM_STATUS_INVALID_VALUE, "bias_grad", {"DACT_BGRAD", "gelu_erf", "missing", "gemm_m"}, {13}});
+  // BGRADA: bias_grad[i] = sum_p op(A)[i, p], length gemm_m (not gemm_n as BGRADB, nor gemm_k).
+  add({"desc_bias_grad_missing_for_BGRADA", [](BadCall& s) { s.gemm(kBgradA); s.with_bias_grad = false; },
+       EPIGEMM_STATUS_INVALID_VALUE, "bias_grad", {"BGRADA", "missing", "gemm_m"}, {13}});
+  add({"desc_bias_grad_length_n_for_BGRADA", [](BadCall& s) { s.gemm(kBgradA); s.bias_grad.length = kN; },
+       EPIGEMM_STATUS_INVALID_VALUE, "bias_grad", {"BGRADA", "gemm_m"}, {11, 13}});
+  add({"desc_bias_grad_length_k_for_BGRADA_TT", [](BadCall& s) { s.gemm(kBgradA, T, T); s.bias_grad.length = kK; },
+       EPIGEMM_STATUS_INVALID_VALUE, "bias_grad", {"BGRADA", "gemm_m"}, {7, 13}});
+  add({"desc_bias_set_with_BGRADA", [](BadCall& s) { s.gemm(kBgradA); s.with_bias = true; },
+       EPIGEMM_STATUS_INVALID_VALUE, "bias", {"BGRADA", "set"}, {}});
+  add({"desc_aux_set_with_BGRADA", [](BadCall& s) { s.gemm(kBgradA); s.with_aux = true; },
+       EPIGEMM_STATUS_INVALID_VALUE, "aux", {"BGRADA", "set"}, {}});
+  add({"desc_bias_grad_overlaps_A_BGRADA", [](BadCall& s) { s.gemm(kBgradA); s.bias_grad.data = s.bytes(kA) + 8; },
+       EPIGEMM_STATUS_INVALID_VALUE, "bias_grad", {"A", "output", "input"}, {52, 364}});
 
   // -- overlapping buffers (by address range; sizes in bytes appear in the message) -----------
   add({"desc_D_overlaps_A", [](BadCall& s) { s.D.data = s.bytes(kA) + 4; },
@@ -636,6 +710,41 @@ std::vector<Case> layer_level_cases() {
        EPIGEMM_STATUS_INVALID_VALUE, "dX", {"bias_grad", "output"}, {308, 28}});
   add({"dgrad_null_dY", [](BadCall& s) { s.layer(Entry::dgrad, false, false); s.null_args = {"dY"}; },
        EPIGEMM_STATUS_INVALID_VALUE, "dY", {"NULL"}, {}});
+  // fprop_act / dgrad_act: the activation is an argument; the pre-activation is named pre_act.
+  add({"fprop_act_activation_out_of_range",
+       [](BadCall& s) { s.layer(Entry::fprop_act, true, true); s.activation = epigemm_activation_t(7); },
+       EPIGEMM_STATUS_INVALID_VALUE, "activation", {"identity", "silu"}, {7, 0, 4}});
+  add({"fprop_act_activation_negative_without_pre_act",
+       [](BadCall& s) { s.layer(Entry::fprop_act, false, false); s.activation = epigemm_activation_t(-3); },
+       EPIGEMM_STATUS_INVALID_VALUE, "activation", {}, {-3, 0, 4}});
+  add({"dgrad_act_activation_out_of_range",
+       [](BadCall& s) { s.layer(Entry::dgrad_act, true, true); s.activation = epigemm_activation_t(5); },
+       EPIGEMM_STATUS_INVALID_VALUE, "activation", {"identity", "silu"}, {5, 0, 4}});
+  add({"fprop_act_pre_act_shape_of_X",
+       [](BadCall& s) { s.layer(Entry::fprop_act, true, true); s.activation = kRelu; s.pre_gelu = s.tensor(kPreGelu, kTokens, kIn); },
+       EPIGEMM_STATUS_INVALID_VALUE, "pre_act", {"out_features"}, {7, 13}});
+  add({"fprop_act_pre_act_rows_not_tokens",
+       [](BadCall& s) { s.layer(Entry::fprop_act, true, false); s.activation = kSilu; s.pre_gelu.rows = 10; },
+       EPIGEMM_STATUS_INVALID_VALUE, "pre_act", {"tokens", "X"}, {10, 11}});
+  add({"fprop_act_bias_length_in_not_out",
+       [](BadCall& s) { s.layer(Entry::fprop_act, false, true); s.activation = kGeluErf; s.bias.length = kIn; },
+       EPIGEMM_STATUS_INVALID_VALUE, "bias", {"out_features"}, {7, 13}});
+  add({"fprop_act_pre_act_overlaps_Y",
+       [](BadCall& s) { s.layer(Entry::fprop_act, true, true); s.activation = kRelu; s.pre_gelu.data = s.bytes(kY) + 4; },
+       EPIGEMM_STATUS_INVALID_VALUE, "Y", {"pre_act", "output"}, {572}});
+  add({"dgrad_act_pre_act_shape_of_dY",
+       [](BadCall& s) { s.layer(Entry::dgrad_act, true, false); s.activation = kSilu; s.pre_gelu = s.tensor(kPreGelu, kTokens, kOut); },
+       EPIGEMM_STATUS_INVALID_VALUE, "pre_act", {"in_features"}, {13, 7}});
+  add({"dgrad_act_without_pre_act", [](BadCall& s) { s.layer(Entry::dgrad_act, false, false); s.activation = kRelu; },
+       EPIGEMM_STATUS_INVALID_VALUE, "pre_act", {"NULL", "epigemm_linear_dgrad"}, {}});
+  add({"dgrad_act_bias_grad_without_pre_act", [](BadCall& s) { s.layer(Entry::dgrad_act, false, true); },
+       EPIGEMM_STATUS_INVALID_VALUE, "pre_act", {"NULL"}, {}});
+  add({"dgrad_act_bias_grad_length_out_not_in",
+       [](BadCall& s) { s.layer(Entry::dgrad_act, true, true); s.activation = kIdentity; s.bias_grad.length = kOut; },
+       EPIGEMM_STATUS_INVALID_VALUE, "bias_grad", {"in_features"}, {13, 7}});
+  add({"dgrad_act_dX_overlaps_pre_act",
+       [](BadCall& s) { s.layer(Entry::dgrad_act, true, false); s.activation = kGeluErf; s.dX.data = s.bytes(kPreGelu) + 4; },
+       EPIGEMM_STATUS_INVALID_VALUE, "dX", {"pre_act", "input"}, {308}});
   // wgrad: dW [out, in] = dY [tokens, out]^T X [tokens, in]; bias_grad [out]
   add({"wgrad_dY_rows_not_tokens", [](BadCall& s) { s.layer(Entry::wgrad, false, false); s.dY.rows = 10; },
        EPIGEMM_STATUS_INVALID_VALUE, "dY", {"tokens", "X"}, {10, 11}});
@@ -721,7 +830,8 @@ TEST(BadInputTable, HasAtLeastFortyDistinctCases) {
 }
 
 TEST(BadInput, NullContextIsRefusedWithoutTouchingOutputs) {
-  const Entry entries[] = {Entry::desc, Entry::classic, Entry::fprop, Entry::dgrad, Entry::wgrad};
+  const Entry entries[] = {Entry::desc,      Entry::classic,   Entry::fprop, Entry::dgrad,
+                           Entry::fprop_act, Entry::dgrad_act, Entry::wgrad};
   for (Entry entry : entries) {
     BadCall setup;
     if (entry == Entry::desc || entry == Entry::classic) {
@@ -758,6 +868,7 @@ TEST(BadInput, NullOutPointersAndNullDescriptionToSetters) {
   EXPECT_EQ(epigemm_gemm_desc_set_transpose(nullptr, N, N), EPIGEMM_STATUS_INVALID_VALUE);
   EXPECT_EQ(epigemm_gemm_desc_set_scalars(nullptr, 1.0f, 0.0f), EPIGEMM_STATUS_INVALID_VALUE);
   EXPECT_EQ(epigemm_gemm_desc_set_epilogue(nullptr, kBiasE), EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_gemm_desc_set_activation(nullptr, kRelu), EPIGEMM_STATUS_INVALID_VALUE);
   EXPECT_EQ(epigemm_gemm_desc_set_bias(nullptr, &v), EPIGEMM_STATUS_INVALID_VALUE);
   EXPECT_EQ(epigemm_gemm_desc_set_aux(nullptr, &m), EPIGEMM_STATUS_INVALID_VALUE);
   EXPECT_EQ(epigemm_gemm_desc_set_bias_grad(nullptr, &v), EPIGEMM_STATUS_INVALID_VALUE);
@@ -848,12 +959,15 @@ TEST(BadInput, InsufficientWorkspaceIsRefused) {
   int refused = 0;
   std::string asked;
   for (const WorkspaceProbe& probe : probes) {
-    for (int combination = 0; combination < 3 * 7; ++combination) {
-      const int e = combination % 7;
+    // Every epilogue (0 .. 9) with every activation (0 .. 4; the epilogues without one ignore it).
+    for (int combination = 0; combination < 3 * 10 * 5; ++combination) {
+      const int e = combination % 10;
+      const epigemm_activation_t activation = epigemm_activation_t(combination / 10 % 5);
       // A, B and D in f32, f16 or bf16: a backend may need scratch for some dtypes only.
-      const epigemm_dtype_t dtype = epigemm_dtype_t(combination / 7);
+      const epigemm_dtype_t dtype = epigemm_dtype_t(combination / 50);
       BadCall s;
       s.gemm(epigemm_epilogue_t(e), N, T);
+      s.activation = activation;
       s.A.dtype = s.B.dtype = s.D.dtype = dtype;
       s.backend = probe.backend;
 #ifdef EPIGEMM_TESTS_WITH_CUDA
@@ -882,6 +996,7 @@ TEST(BadInput, InsufficientWorkspaceIsRefused) {
       ASSERT_EQ(epigemm_gemm_desc_create(&desc), EPIGEMM_STATUS_SUCCESS);
       epigemm_gemm_desc_set_transpose(desc, s.transa, s.transb);
       epigemm_gemm_desc_set_epilogue(desc, s.epilogue);
+      epigemm_gemm_desc_set_activation(desc, s.activation);
       epigemm_gemm_desc_set_bias(desc, s.with_bias ? &s.bias : nullptr);
       epigemm_gemm_desc_set_aux(desc, s.with_aux ? &s.aux : nullptr);
       epigemm_gemm_desc_set_bias_grad(desc, s.with_bias_grad ? &s.bias_grad : nullptr);
@@ -890,7 +1005,7 @@ TEST(BadInput, InsufficientWorkspaceIsRefused) {
       const epigemm_status_t asked_status = epigemm_gemm_workspace_size(ctx, desc, &s.A, &s.B, &s.D, &needed);
       epigemm_gemm_desc_destroy(desc);
       asked += std::string(" ") + epigemm_backend_name(probe.backend) + "/" + epigemm_dtype_name(dtype) + "/" +
-               epigemm_epilogue_name(epigemm_epilogue_t(e)) + "=";
+               epigemm_epilogue_name(epigemm_epilogue_t(e)) + "/" + epigemm_activation_name(activation) + "=";
       if (asked_status == EPIGEMM_STATUS_NOT_SUPPORTED) {
         asked += "declined";  // a backend asked by name may decline a call it cannot run
       } else {
@@ -945,6 +1060,80 @@ TEST(BadInput, InsufficientWorkspaceIsRefused) {
     GTEST_SKIP() << "no registered, usable backend needs workspace for these calls (asked:" << asked
                  << "), so INSUFFICIENT_WORKSPACE cannot arise here";
   }
+}
+
+// ---- the layer workspace query covers every activation ------------------------------------------
+// epigemm_linear_workspace_size answers for any one layer call of these sizes: every activation
+// of fprop_act / dgrad_act, with and without the optional operands, the bias and bias gradient in
+// any dtype, on every host backend usable here (auto, reference, cpu). Each call must run with
+// exactly the queried bytes; the queried workspace is the exact end of a larger buffer, so a
+// backend that writes past the bytes it was given is caught too.
+
+TEST(LinearWorkspace, QueryCoversEveryActivationAndOptionalOperand) {
+  epigemm_context_t ctx = nullptr;
+  ASSERT_EQ(epigemm_context_create(&ctx), EPIGEMM_STATUS_SUCCESS);
+  const int64_t tokens = 40, in = 24, out = 56;
+  constexpr unsigned char kGuard = 0x5a;
+  std::vector<std::vector<unsigned char>> storage;
+  // Row-major [rows, cols] of `dtype`, all bytes 0x3c: 1.06 in f16, 0.0115 in bf16, 0.0115 in f32.
+  auto tensor = [&](epigemm_dtype_t dtype, int64_t rows, int64_t cols) {
+    storage.emplace_back(size_t(rows * cols) * (dtype == EPIGEMM_DTYPE_F32 ? 4 : 2), 0x3c);
+    return epigemm_tensor_t{storage.back().data(), dtype, rows, cols, cols, EPIGEMM_MEMORY_HOST};
+  };
+  auto vector = [&](epigemm_dtype_t dtype, int64_t length) {
+    storage.emplace_back(size_t(length) * (dtype == EPIGEMM_DTYPE_F32 ? 4 : 2), 0x3c);
+    return epigemm_vector_t{storage.back().data(), dtype, length, EPIGEMM_MEMORY_HOST};
+  };
+  int calls = 0;
+  for (const epigemm_backend_t backend : {EPIGEMM_BACKEND_AUTO, EPIGEMM_BACKEND_REFERENCE, EPIGEMM_BACKEND_CPU}) {
+    if (!epigemm_backend_usable(ctx, backend)) continue;
+    ASSERT_EQ(epigemm_context_set_backend(ctx, backend), EPIGEMM_STATUS_SUCCESS);
+    for (const epigemm_dtype_t dtype : {EPIGEMM_DTYPE_F32, EPIGEMM_DTYPE_BF16}) {
+      size_t bytes = 0;
+      ASSERT_EQ(epigemm_linear_workspace_size(ctx, tokens, in, out, dtype, EPIGEMM_MEMORY_HOST, &bytes),
+                EPIGEMM_STATUS_SUCCESS)
+          << epigemm_context_last_error(ctx);
+      // The workspace: the queried bytes, then a guard the calls must not touch.
+      std::vector<unsigned char> workspace(bytes + 64, kGuard);
+      storage.clear();
+      // The outputs in fp32 (D may be fp32 for 16-bit inputs), the inputs in `dtype`.
+      const epigemm_tensor_t x = tensor(dtype, tokens, in), w = tensor(dtype, out, in);
+      const epigemm_tensor_t dy = tensor(dtype, tokens, out), pre_in = tensor(dtype, tokens, in);
+      const epigemm_tensor_t y = tensor(dtype, tokens, out), pre_out = tensor(dtype, tokens, out);
+      const epigemm_tensor_t dx = tensor(dtype, tokens, in);
+      for (const epigemm_dtype_t v : {EPIGEMM_DTYPE_F32, EPIGEMM_DTYPE_F16, EPIGEMM_DTYPE_BF16}) {
+        const epigemm_vector_t bias = vector(v, out), bias_grad = vector(v, in);
+        for (int a = 0; a < 5; ++a) {
+          const epigemm_activation_t act = epigemm_activation_t(a);
+          SCOPED_TRACE(std::string(epigemm_backend_name(backend)) + " " + epigemm_dtype_name(dtype) +
+                       " vectors " + epigemm_dtype_name(v) + " " + epigemm_activation_name(act) +
+                       ": queried " + std::to_string(bytes) + " bytes");
+          for (int variant = 0; variant < 4; ++variant) {
+            const bool with_pre = variant & 1, with_vector = variant & 2;
+            const epigemm_status_t forward = epigemm_linear_fprop_act(
+                ctx, &x, &w, with_vector ? &bias : nullptr, act, with_pre ? &pre_out : nullptr, &y,
+                workspace.data(), bytes, nullptr);
+            EXPECT_EQ(forward, EPIGEMM_STATUS_SUCCESS)
+                << "fprop_act pre_act=" << with_pre << " bias=" << with_vector << ": "
+                << epigemm_context_last_error(ctx);
+            ++calls;
+            if (!with_pre) continue;  // dgrad_act needs pre_act
+            const epigemm_status_t backward = epigemm_linear_dgrad_act(
+                ctx, &dy, &w, act, &pre_in, with_vector ? &bias_grad : nullptr, &dx,
+                workspace.data(), bytes, nullptr);
+            EXPECT_EQ(backward, EPIGEMM_STATUS_SUCCESS)
+                << "dgrad_act bias_grad=" << with_vector << ": " << epigemm_context_last_error(ctx);
+            ++calls;
+          }
+        }
+      }
+      for (size_t i = bytes; i < workspace.size(); ++i) {
+        ASSERT_EQ(workspace[i], kGuard) << "written past the queried workspace, at byte " << i;
+      }
+    }
+  }
+  EXPECT_GT(calls, 0);
+  epigemm_context_destroy(ctx);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // `epigemm check`: a seeded random sample of the test matrix (tests/harness/README.md: every epilogue x every
-// transa/transb x dtype combinations x accumulate x odd shapes x padded leading dimensions),
+// activation x every transa/transb x dtype combinations x accumulate x odd shapes x padded
+// leading dimensions),
 // run on every usable backend and compared with the reference backend. When the reference is
 // the only usable backend, it is compared with the independent naive computation of
 // naive_gemm.cpp instead. Outputs are poisoned first: an element left unwritten shows up as NaN.
@@ -23,9 +24,15 @@ namespace epigemm_cli {
 namespace {
 
 const epigemm_epilogue_t kEpilogues[] = {
-    EPIGEMM_EPILOGUE_DEFAULT,  EPIGEMM_EPILOGUE_BIAS,        EPIGEMM_EPILOGUE_GELU_AUX,
-    EPIGEMM_EPILOGUE_GELU_AUX_BIAS, EPIGEMM_EPILOGUE_DGELU, EPIGEMM_EPILOGUE_DGELU_BGRAD,
-    EPIGEMM_EPILOGUE_BGRADB};
+    EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_BIAS,       EPIGEMM_EPILOGUE_ACT,
+    EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_EPILOGUE_ACT_AUX,   EPIGEMM_EPILOGUE_ACT_AUX_BIAS,
+    EPIGEMM_EPILOGUE_DACT,    EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_EPILOGUE_BGRADB,
+    EPIGEMM_EPILOGUE_BGRADA};
+constexpr int64_t kEpilogueCount = int64_t(std::size(kEpilogues));
+const epigemm_activation_t kActivations[] = {
+    EPIGEMM_ACTIVATION_IDENTITY, EPIGEMM_ACTIVATION_GELU_TANH, EPIGEMM_ACTIVATION_GELU_ERF,
+    EPIGEMM_ACTIVATION_RELU, EPIGEMM_ACTIVATION_SILU};
+constexpr int64_t kActivationCount = int64_t(std::size(kActivations));
 const epigemm_dtype_t kDtypes[] = {EPIGEMM_DTYPE_F32, EPIGEMM_DTYPE_F16, EPIGEMM_DTYPE_BF16};
 // The test matrix's sizes: 1, odd primes, sizes that are not multiples of 8 or 16, and round ones.
 const int64_t kSizes[] = {1, 2, 7, 8, 16, 17, 31, 64, 100, 128, 229, 541};
@@ -129,13 +136,15 @@ HostMatrix random_matrix(Random& random, epigemm_dtype_t dtype, int64_t rows, in
   return m;
 }
 
-// A random case of the matrix; the i-th case takes the epilogue i mod 7 and the transposes
-// (i / 7) mod 4, so that a sample of 28 or more covers every pair.
+// A random case of the matrix; the i-th case takes the epilogue i mod 10, the transposes
+// (i / 10) mod 4 and the activation (i / 10) mod 5, so that a sample of 40 or more covers every
+// (epilogue, transposes) pair, 50 or more every (epilogue, activation) pair, and 200 every triple.
 GemmProblem random_problem(Random& random, int64_t index, bool aligned, bool padded_ld) {
   GemmProblem p;
-  p.epilogue = kEpilogues[index % 7];
-  p.transa = (index / 7) % 2 ? EPIGEMM_OP_T : EPIGEMM_OP_N;
-  p.transb = (index / 14) % 2 ? EPIGEMM_OP_T : EPIGEMM_OP_N;
+  p.epilogue = kEpilogues[index % kEpilogueCount];
+  p.activation = kActivations[(index / kEpilogueCount) % kActivationCount];
+  p.transa = (index / kEpilogueCount) % 2 ? EPIGEMM_OP_T : EPIGEMM_OP_N;
+  p.transb = (index / (2 * kEpilogueCount)) % 2 ? EPIGEMM_OP_T : EPIGEMM_OP_N;
   const auto random_size = [&]() {
     return aligned ? kAlignedSizes[random.below(std::size(kAlignedSizes))]
                    : kSizes[random.below(std::size(kSizes))];
@@ -154,8 +163,8 @@ GemmProblem random_problem(Random& random, int64_t index, bool aligned, bool pad
   p.alpha = random.below(4) == 0 ? 0.5f : 1.0f;
   const auto ld = [&](int64_t rows) { return std::max<int64_t>(1, rows) + (padded_ld && random.below(2) ? 1 + int64_t(random.below(5)) : 0); };
 
-  // Inputs scaled so that acc is of order 1 whatever gemm_k is: the GELU sees both its curved
-  // part and its tails.
+  // Inputs scaled so that acc is of order 1 whatever gemm_k is: the activation sees both its
+  // curved part and its tails.
   const double input_range = 1.7 / std::sqrt(std::sqrt(double(p.gemm_k)));
   const int64_t a_rows = p.transa == EPIGEMM_OP_N ? p.gemm_m : p.gemm_k;
   const int64_t a_cols = p.transa == EPIGEMM_OP_N ? p.gemm_k : p.gemm_m;
@@ -166,17 +175,18 @@ GemmProblem random_problem(Random& random, int64_t index, bool aligned, bool pad
   // D_old is read when accumulating; otherwise D starts as NaN poison.
   p.d = random_matrix(random, d, p.gemm_m, p.gemm_n, ld(p.gemm_m), accumulate ? -1.0 : NAN,
                       accumulate ? 1.0 : NAN);
-  if (epilogue_reads_bias(p.epilogue)) {
+  const EpilogueUse use = p.use();
+  if (use.reads_bias) {
     p.bias = HostVector(epilogue_dtype(), p.gemm_m);
     for (int64_t i = 0; i < p.gemm_m; ++i) p.bias.set(i, float(random.uniform(-1.0, 1.0)));
   }
-  if (epilogue_reads_aux(p.epilogue)) {
+  if (use.reads_aux) {
     p.aux = random_matrix(random, epilogue_dtype(), p.gemm_m, p.gemm_n, ld(p.gemm_m), -4.0, 4.0);
-  } else if (epilogue_writes_aux(p.epilogue)) {
+  } else if (use.writes_aux) {
     p.aux = random_matrix(random, epilogue_dtype(), p.gemm_m, p.gemm_n, ld(p.gemm_m), NAN, NAN);
   }
-  if (epilogue_writes_bias_grad(p.epilogue)) {
-    p.bias_grad = HostVector(epilogue_dtype(), p.epilogue == EPIGEMM_EPILOGUE_BGRADB ? p.gemm_n : p.gemm_m);
+  if (use.writes_bias_grad) {
+    p.bias_grad = HostVector(epilogue_dtype(), use.bias_grad_along_n ? p.gemm_n : p.gemm_m);
     for (int64_t i = 0; i < p.bias_grad.length; ++i) p.bias_grad.set(i, NAN);
   }
   return p;
@@ -209,12 +219,14 @@ epigemm_status_t run_on_backend(epigemm::Handle& handle, ComputeDevice& device,
   };
   const epigemm_matrix_t A = matrix(p.a), B = matrix(p.b), D = matrix(p.d);
   epigemm::GemmDesc desc;
-  desc.transpose(p.transa, p.transb).scalars(p.alpha, p.beta).epilogue(p.epilogue).backend(backend);
+  desc.transpose(p.transa, p.transb).scalars(p.alpha, p.beta).epilogue(p.epilogue).activation(p.activation);
+  desc.backend(backend);
+  const EpilogueUse use = p.use();
   epigemm_vector_t bias{}, bias_grad{};
   epigemm_matrix_t aux{};
-  if (epilogue_reads_bias(p.epilogue)) desc.bias(&(bias = vector(p.bias)));
-  if (epilogue_reads_aux(p.epilogue) || epilogue_writes_aux(p.epilogue)) desc.aux(&(aux = matrix(p.aux)));
-  if (epilogue_writes_bias_grad(p.epilogue)) desc.bias_grad(&(bias_grad = vector(p.bias_grad)));
+  if (use.reads_bias) desc.bias(&(bias = vector(p.bias)));
+  if (use.reads_aux || use.writes_aux) desc.aux(&(aux = matrix(p.aux)));
+  if (use.writes_bias_grad) desc.bias_grad(&(bias_grad = vector(p.bias_grad)));
 
   size_t workspace_bytes = 0;
   epigemm_status_t status = epigemm_gemm_workspace_size(handle.get(), desc.get(), &A, &B, &D, &workspace_bytes);
@@ -229,11 +241,11 @@ epigemm_status_t run_on_backend(epigemm::Handle& handle, ComputeDevice& device,
   device.synchronize();
   out->d = p.d;
   device.copy_to_host(out->d.bytes.data(), D.data, out->d.bytes.size());
-  if (epilogue_writes_aux(p.epilogue)) {
+  if (use.writes_aux) {
     out->aux = p.aux;
     device.copy_to_host(out->aux.bytes.data(), aux.data, out->aux.bytes.size());
   }
-  if (epilogue_writes_bias_grad(p.epilogue)) {
+  if (use.writes_bias_grad) {
     out->bias_grad = p.bias_grad;
     device.copy_to_host(out->bias_grad.bytes.data(), bias_grad.data, out->bias_grad.bytes.size());
   }
@@ -246,10 +258,11 @@ const char* short_dtype(epigemm_dtype_t t) {
 
 // "bf16/f32 bias f16" : A,B / D, then the dtype of each epilogue operand present.
 std::string dtype_text(const GemmProblem& p) {
+  const EpilogueUse use = p.use();
   std::string text = std::string(short_dtype(p.a.dtype)) + "/" + short_dtype(p.d.dtype);
-  if (epilogue_reads_bias(p.epilogue)) text += " bias " + std::string(short_dtype(p.bias.dtype));
-  if (epilogue_reads_aux(p.epilogue) || epilogue_writes_aux(p.epilogue)) text += " aux " + std::string(short_dtype(p.aux.dtype));
-  if (epilogue_writes_bias_grad(p.epilogue)) text += " bgrad " + std::string(short_dtype(p.bias_grad.dtype));
+  if (use.reads_bias) text += " bias " + std::string(short_dtype(p.bias.dtype));
+  if (use.reads_aux || use.writes_aux) text += " aux " + std::string(short_dtype(p.aux.dtype));
+  if (use.writes_bias_grad) text += " bgrad " + std::string(short_dtype(p.bias_grad.dtype));
   return text;
 }
 
@@ -313,8 +326,8 @@ int run_check(int argc, char** argv, int first) {
   std::printf("err = max |out - ref| / (|ref| + max |ref|) <= 1e-5 when A,B and the output are f32, else\n"
               "<= 1e-2; norm = ||out - ref|| / ||ref|| <= 3e-6 (f32), 2e-3 (f16), 5e-3 (bf16), keyed by the\n"
               "coarser of A,B and the output: the rule of the test harness\n\n");
-  std::printf("%4s  %-10s %-13s %-2s %-28s %4s %4s %4s %-3s %5s %4s  %-15s %-15s %s\n", "case", "backend",
-              "epilogue", "op", "dtypes: A,B/D, epilogue's", "m", "n", "k", "ld", "alpha", "beta",
+  std::printf("%4s  %-10s %-23s %-2s %-28s %4s %4s %4s %-3s %5s %4s  %-15s %-15s %s\n", "case", "backend",
+              "epilogue(activation)", "op", "dtypes: A,B/D, epilogue's", "m", "n", "k", "ld", "alpha", "beta",
               "err/norm D", "aux or bgrad", "result");
 
   std::unique_ptr<ComputeDevice> host = make_host_device();
@@ -356,12 +369,12 @@ int run_check(int argc, char** argv, int first) {
         const Comparison d = compare(out.d, expected.d);
         bool ok = d.ok(tolerance(problem.a.dtype, problem.d.dtype));
         d_error = error_text(d);
-        if (epilogue_writes_aux(problem.epilogue)) {
+        if (problem.use().writes_aux) {
           const Comparison a = compare(out.aux, expected.aux);
           ok = ok && a.ok(tolerance(problem.a.dtype, problem.aux.dtype));
           extra_error = error_text(a);
         }
-        if (epilogue_writes_bias_grad(problem.epilogue)) {
+        if (problem.use().writes_bias_grad) {
           const Comparison g = compare(out.bias_grad, expected.bias_grad);
           ok = ok && g.ok(tolerance(problem.a.dtype, problem.bias_grad.dtype));
           extra_error = error_text(g);
@@ -376,8 +389,9 @@ int run_check(int argc, char** argv, int first) {
       }
       if (failures_only && !row_failed) continue;
       const char op[3] = {problem.transa == EPIGEMM_OP_T ? 'T' : 'N', problem.transb == EPIGEMM_OP_T ? 'T' : 'N', 0};
-      std::printf("%4lld  %-10s %-13s %-2s %-28s %4lld %4lld %4lld %-3s %5g %4g  %-15s %-15s %s\n",
-                  (long long)index, epigemm_backend_name(backend), epigemm_epilogue_name(problem.epilogue),
+      std::printf("%4lld  %-10s %-23s %-2s %-28s %4lld %4lld %4lld %-3s %5g %4g  %-15s %-15s %s\n",
+                  (long long)index, epigemm_backend_name(backend),
+                  epilogue_label(problem.epilogue, problem.activation).c_str(),
                   op, dtype_text(problem).c_str(), (long long)problem.gemm_m, (long long)problem.gemm_n,
                   (long long)problem.gemm_k, padded ? "pad" : "-", double(problem.alpha),
                   double(problem.beta), d_error.c_str(), extra_error.c_str(), result.c_str());

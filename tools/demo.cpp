@@ -1,6 +1,7 @@
-// `epigemm demo`: trains fc1 -> GELU -> fc2 (two_layer_mlp.hpp) with MSE loss and plain SGD on a
-// synthetic regression task, then checks the first step's gradients against the reference
-// backend and against finite differences. docs/cli.md describes the output.
+// `epigemm demo`: trains fc1 -> act -> fc2 (two_layer_mlp.hpp; act gelu_tanh, gelu_erf, relu or
+// silu) with MSE loss and plain SGD on a synthetic regression task, then checks the first step's
+// gradients against the reference backend and against finite differences. docs/cli.md describes
+// the output.
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "activations.hpp"
 #include "commands.hpp"
 #include "compute_device.hpp"
 #include "epigemm/epigemm.hpp"
@@ -23,14 +25,15 @@ namespace epigemm_cli {
 namespace {
 
 // The synthetic task: targets are the outputs of a fixed random "teacher" MLP
-// (in -> kTeacherHidden GELU units -> out) on inputs x ~ N(0, 1). The student is wider than the
-// teacher, so the task is learnable to a small loss.
+// (in -> kTeacherHidden units of the demo's activation -> out) on inputs x ~ N(0, 1). The student
+// is wider than the teacher and has the same activation, so the task is learnable to a small loss.
 constexpr int64_t kTeacherHidden = 16;
 
 struct DemoConfig {
   epigemm_backend_t backend = EPIGEMM_BACKEND_AUTO;
   epigemm_dtype_t dtype = EPIGEMM_DTYPE_F32;
-  DgradEpilogue dgrad_epilogue = DgradEpilogue::dgelu_bgrad;
+  epigemm_activation_t activation = EPIGEMM_ACTIVATION_GELU_TANH;
+  DgradEpilogue dgrad_epilogue = DgradEpilogue::dact_bgrad;
   MlpShape shape;
   int64_t batches = 0;
   int64_t steps = 0;
@@ -39,11 +42,6 @@ struct DemoConfig {
   double min_loss_ratio = 0;
   bool on_gpu = false;
 };
-
-double gelu_tanh(double x) {
-  const double u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
-  return 0.5 * x * (1.0 + std::tanh(u));
-}
 
 // Row-major dense layer in double: out[t, o] = sum_i in[t, i] w[o, i] + b[o].
 void dense(const std::vector<double>& input, int64_t tokens, int64_t in_features,
@@ -62,12 +60,20 @@ void dense(const std::vector<double>& input, int64_t tokens, int64_t in_features
 }
 
 // MSE of the MLP in double on one batch: the function whose gradient the library computes.
-double mlp_loss(const std::vector<double>& x, const std::vector<double>& target, const MlpShape& s,
+// relu_pattern (relu only, else empty): relu(z) is taken as z where the pattern is 1 and 0
+// elsewhere, i.e. the linear piece of the loss that the unperturbed weights lie on. Central
+// differences across relu's kink at 0 measure neither side's slope; on one piece they are exact,
+// and that piece's gradient is the one the library computes (relu'(z) at the unperturbed z).
+double mlp_loss(epigemm_activation_t activation, const std::vector<char>& relu_pattern,
+                const std::vector<double>& x, const std::vector<double>& target, const MlpShape& s,
                 const std::vector<double>& w1, const std::vector<double>& b1,
                 const std::vector<double>& w2, const std::vector<double>& b2) {
   std::vector<double> hidden, prediction;
   dense(x, s.tokens, s.in_features, w1, b1, s.hidden_features, &hidden);
-  for (double& h : hidden) h = gelu_tanh(h);
+  for (size_t i = 0; i < hidden.size(); ++i) {
+    hidden[i] = relu_pattern.empty() ? activation_value<double>(activation, hidden[i])
+                                     : (relu_pattern[i] ? hidden[i] : 0.0);
+  }
   dense(hidden, s.tokens, s.hidden_features, w2, b2, s.out_features, &prediction);
   double sum = 0.0;
   for (size_t i = 0; i < prediction.size(); ++i) {
@@ -109,7 +115,7 @@ Dataset make_dataset(const DemoConfig& config, Random& random) {
   const std::vector<double> b2 = to_double(normal_values(random, s.out_features, 0.1));
   std::vector<double> hidden, output;
   dense(to_double(data.x), samples, s.in_features, w1, b1, kTeacherHidden, &hidden);
-  for (double& h : hidden) h = gelu_tanh(h);
+  for (double& h : hidden) h = activation_value<double>(config.activation, h);
   dense(hidden, samples, kTeacherHidden, w2, b2, s.out_features, &output);
   data.target.assign(output.begin(), output.end());
   return data;
@@ -192,9 +198,13 @@ DemoConfig parse_config(Options& options, epigemm::Handle& handle) {
                                         EPIGEMM_BACKEND_CUBLASLT};
   config.backend = backends[options.choice("backend", {"auto", "reference", "cpu", "cuda", "cublaslt"})];
   config.dtype = options.choice("dtype", {"fp32", "bf16"}) == 0 ? EPIGEMM_DTYPE_F32 : EPIGEMM_DTYPE_BF16;
-  config.dgrad_epilogue = options.choice("dgrad-epilogue", {"dgelu_bgrad", "dgelu"}) == 0
-                              ? DgradEpilogue::dgelu_bgrad
-                              : DgradEpilogue::dgelu;
+  const epigemm_activation_t activations[] = {EPIGEMM_ACTIVATION_GELU_TANH, EPIGEMM_ACTIVATION_GELU_ERF,
+                                              EPIGEMM_ACTIVATION_RELU, EPIGEMM_ACTIVATION_SILU};
+  config.activation = activations[options.choice("activation", {"gelu_tanh", "gelu_erf", "relu", "silu"})];
+  // dgelu_bgrad / dgelu: the names from before other activations existed.
+  config.dgrad_epilogue = options.choice("dgrad-epilogue", {"dact_bgrad", "dact", "dgelu_bgrad", "dgelu"}) % 2 == 0
+                              ? DgradEpilogue::dact_bgrad
+                              : DgradEpilogue::dact;
   if (config.backend != EPIGEMM_BACKEND_AUTO && !handle.usable(config.backend)) {
     throw UsageError(std::string("--backend ") + epigemm_backend_name(config.backend) +
                      ": not usable here (not compiled into this build, or it needs a GPU); "
@@ -239,7 +249,8 @@ bool check_against_reference(const DemoConfig& config, const Dataset& data, cons
   epigemm::Handle reference_handle;
   reference_handle.set_backend(EPIGEMM_BACKEND_REFERENCE);
   std::unique_ptr<ComputeDevice> host = make_host_device();
-  TwoLayerMlp reference_mlp(*host, reference_handle, config.shape, config.dtype, config.dgrad_epilogue);
+  TwoLayerMlp reference_mlp(*host, reference_handle, config.shape, config.dtype, config.activation,
+                            config.dgrad_epilogue);
   reference_mlp.set_parameters(initial);
   DeviceBuffer reference_loss(*host, EPIGEMM_DTYPE_F32, 1);
   reference_mlp.forward(data.x_bytes.data());
@@ -275,7 +286,8 @@ bool check_against_reference(const DemoConfig& config, const Dataset& data, cons
 // Central differences of the loss in double (mlp_loss, independent of the library) along one
 // random direction v over all parameters, against <g, v>. The loss is evaluated on the weights
 // the GEMMs read (bf16-rounded in bf16 mode) and batch 0; the error is relative to |g| (the
-// spread of <g, v> over directions).
+// spread of <g, v> over directions). For relu, on the linear piece of the unperturbed weights
+// (mlp_loss).
 bool check_against_finite_differences(const DemoConfig& config, const Dataset& data,
                                       const MlpTensors& initial, const MlpTensors& gradients) {
   const MlpShape& s = config.shape;
@@ -303,10 +315,17 @@ bool check_against_finite_differences(const DemoConfig& config, const Dataset& d
   add(b1, gradients.b1);
   add(w2, gradients.w2);
   add(b2, gradients.b2);
+  // relu: which hidden pre-activations are positive at the unperturbed weights.
+  std::vector<char> relu_pattern;
+  if (config.activation == EPIGEMM_ACTIVATION_RELU) {
+    std::vector<double> z;
+    dense(x, s.tokens, s.in_features, w1, b1, s.hidden_features, &z);
+    for (const double v : z) relu_pattern.push_back(v > 0.0 ? 1 : 0);
+  }
   const double epsilon = 1e-4;
   const auto shifted_loss = [&](double sign) {
     for (size_t i = 0; i < parameters.size(); ++i) *parameters[i] += sign * epsilon * direction[i];
-    const double loss = mlp_loss(x, target, s, w1, b1, w2, b2);
+    const double loss = mlp_loss(config.activation, relu_pattern, x, target, s, w1, b1, w2, b2);
     for (size_t i = 0; i < parameters.size(); ++i) *parameters[i] -= sign * epsilon * direction[i];
     return loss;
   };
@@ -330,13 +349,16 @@ bool check_against_finite_differences(const DemoConfig& config, const Dataset& d
 
 int run_demo(int argc, char** argv, int first) {
   Options options("demo",
-                  "Trains a two-layer GELU MLP (fc1 -> GELU -> fc2, MSE loss, plain SGD) on a synthetic\n"
+                  "Trains a two-layer MLP (fc1 -> activation -> fc2, MSE loss, plain SGD) on a synthetic\n"
                   "regression task with epigemm computing every linear layer, then checks the first\n"
                   "step's gradients against the reference backend and finite differences.\n"
                   "Runs on the GPU when one is usable, on the CPU otherwise.");
   options.add("backend", "NAME", "auto|reference|cpu|cuda|cublaslt", "auto");
   options.add("dtype", "TYPE", "fp32|bf16 (bf16: bf16 activations and GEMM weights, fp32 master weights)", "fp32");
-  options.add("dgrad-epilogue", "NAME", "dgelu_bgrad|dgelu: fc2 dgrad epilogue (dgelu: fc1's bias gradient from its wgrad)", "dgelu_bgrad");
+  options.add("activation", "NAME", "gelu_tanh|gelu_erf|relu|silu: the hidden layer's activation", "gelu_tanh");
+  options.add("dgrad-epilogue", "NAME",
+              "dact_bgrad|dact (or dgelu_bgrad|dgelu): fc2 dgrad epilogue (dact: db1 from fc1's wgrad)",
+              "dact_bgrad");
   options.add("tokens", "N", "rows per batch", "256 on the CPU, 4096 on the GPU");
   options.add("in", "N", "in_features of fc1", "64 / 256");
   options.add("hidden", "N", "out_features of fc1 = in_features of fc2", "256 / 1024");
@@ -353,19 +375,20 @@ int run_demo(int argc, char** argv, int first) {
   handle.set_backend(config.backend);
   const MlpShape& s = config.shape;
   const char* dtype_text = config.dtype == EPIGEMM_DTYPE_F32 ? "fp32" : "bf16";
+  const char* act = epigemm_activation_name(config.activation);
 
   std::unique_ptr<ComputeDevice> device = config.on_gpu ? make_cuda_device() : make_host_device();
-  std::printf("epigemm demo: fc1 -> GELU -> fc2, MSE loss, plain SGD, every linear layer by epigemm\n");
-  std::printf("  task     regression onto a random teacher MLP (%lld -> %lld GELU -> %lld), seed %llu\n",
-              (long long)s.in_features, (long long)kTeacherHidden, (long long)s.out_features,
+  std::printf("epigemm demo: fc1 -> %s -> fc2, MSE loss, plain SGD, every linear layer by epigemm\n", act);
+  std::printf("  task     regression onto a random teacher MLP (%lld -> %lld %s -> %lld), seed %llu\n",
+              (long long)s.in_features, (long long)kTeacherHidden, act, (long long)s.out_features,
               (unsigned long long)config.seed);
-  std::printf("  model    in %lld -> hidden %lld (GELU) -> out %lld; %lld batches x %lld tokens\n",
-              (long long)s.in_features, (long long)s.hidden_features, (long long)s.out_features,
+  std::printf("  model    in %lld -> hidden %lld (%s) -> out %lld; %lld batches x %lld tokens\n",
+              (long long)s.in_features, (long long)s.hidden_features, act, (long long)s.out_features,
               (long long)config.batches, (long long)s.tokens);
   std::printf("  run      %s, backend %s, dtype %s%s, fc2 dgrad %s, %lld steps, lr %g\n",
               device->name().c_str(), epigemm_backend_name(config.backend), dtype_text,
               config.dtype == EPIGEMM_DTYPE_BF16 ? " (fp32 master weights)" : "",
-              config.dgrad_epilogue == DgradEpilogue::dgelu_bgrad ? "DGELU_BGRAD" : "DGELU",
+              config.dgrad_epilogue == DgradEpilogue::dact_bgrad ? "DACT_BGRAD" : "DACT",
               (long long)config.steps, config.learning_rate);
 
   Random random(config.seed);
@@ -387,7 +410,7 @@ int run_demo(int argc, char** argv, int first) {
     return loss;
   };
 
-  TwoLayerMlp mlp(*device, handle, s, config.dtype, config.dgrad_epilogue);
+  TwoLayerMlp mlp(*device, handle, s, config.dtype, config.activation, config.dgrad_epilogue);
   mlp.set_parameters(initial);
 
   // The loss over the whole data set (forward passes only), in the slots after the step losses.
@@ -448,8 +471,8 @@ int run_demo(int argc, char** argv, int first) {
   const bool all_ok = reference_ok && finite_difference_ok;
 
   // Two computations of fc1's bias gradient from different epilogues (informational).
-  if (config.dgrad_epilogue == DgradEpilogue::dgelu_bgrad) {
-    std::printf("  db1 from fc2 dgrad DGELU_BGRAD vs from fc1 wgrad BGRADB: %.3e (max diff / max |db1|)\n",
+  if (config.dgrad_epilogue == DgradEpilogue::dact_bgrad) {
+    std::printf("  db1 from fc2 dgrad DACT_BGRAD vs from fc1 wgrad BGRADB: %.3e (max diff / max |db1|)\n",
                 scaled_max_error(first_b1_grad_from_wgrad, first_gradients.b1));
   }
   std::printf("  checks took %.2f s\n", seconds_since(check_start));

@@ -17,7 +17,7 @@ void print_usage(std::FILE* out) {
   std::fprintf(out,
                "usage: epigemm <command> [options]\n\n"
                "commands:\n"
-               "  demo    train a two-layer GELU MLP whose linear layers are epigemm calls, check its gradients\n"
+               "  demo    train a two-layer MLP whose linear layers are epigemm calls, check its gradients\n"
                "  check   compare a random sample of the test matrix on every usable backend with the reference\n"
                "  info    version, backends compiled in and usable here and what each runs on, devices\n"
                "  bench   run the benchmark program of bench/ (the GPU one, or the CPU one without a GPU)\n\n"

@@ -1,13 +1,15 @@
 #include "two_layer_mlp.hpp"
 
 #include <algorithm>
+#include <string>
 
 namespace epigemm_cli {
 
 TwoLayerMlp::TwoLayerMlp(ComputeDevice& device, epigemm::Handle& handle, MlpShape shape,
-                         epigemm_dtype_t activation_dtype, DgradEpilogue dgrad_epilogue)
+                         epigemm_dtype_t activation_dtype, epigemm_activation_t activation,
+                         DgradEpilogue dgrad_epilogue)
     : device_(device), handle_(handle), shape_(shape), activation_dtype_(activation_dtype),
-      dgrad_epilogue_(dgrad_epilogue) {
+      activation_(activation), dgrad_epilogue_(dgrad_epilogue) {
   const int64_t tok = shape.tokens, in = shape.in_features, hid = shape.hidden_features,
                 out = shape.out_features;
   const epigemm_dtype_t act = activation_dtype;
@@ -19,11 +21,11 @@ TwoLayerMlp::TwoLayerMlp(ComputeDevice& device, epigemm::Handle& handle, MlpShap
     w1_working_ = DeviceBuffer(device, act, hid * in);
     w2_working_ = DeviceBuffer(device, act, out * hid);
   }
-  pre_gelu1_ = DeviceBuffer(device, act, tok * hid);
+  pre_act1_ = DeviceBuffer(device, act, tok * hid);
   hidden_ = DeviceBuffer(device, act, tok * hid);
   prediction_ = DeviceBuffer(device, EPIGEMM_DTYPE_F32, tok * out);
   prediction_grad_ = DeviceBuffer(device, act, tok * out);
-  pre_gelu1_grad_ = DeviceBuffer(device, act, tok * hid);
+  pre_act1_grad_ = DeviceBuffer(device, act, tok * hid);
   w1_grad_ = DeviceBuffer(device, EPIGEMM_DTYPE_F32, hid * in);
   b1_grad_ = DeviceBuffer(device, EPIGEMM_DTYPE_F32, hid);
   b1_grad_from_wgrad_ = DeviceBuffer(device, EPIGEMM_DTYPE_F32, hid);
@@ -57,7 +59,7 @@ epigemm_vector_t TwoLayerMlp::vector(const DeviceBuffer& buffer) const {
   return epigemm_vector_t{buffer.data(), buffer.dtype(), buffer.count(), device_.memory()};
 }
 
-void TwoLayerMlp::record(const char* call) {
+void TwoLayerMlp::record(const std::string& call) {
   const auto last = handle_.last_backend();
   calls_.push_back(CallRecord{call, last.first, last.second});
 }
@@ -83,12 +85,13 @@ void TwoLayerMlp::forward(const void* x) {
   const DeviceBuffer& w2 = activation_dtype_ == EPIGEMM_DTYPE_F32 ? w2_master_ : w2_working_;
   calls_.clear();
 
-  // fc1, GELU_AUX_BIAS: Z1 [tok, hid] = X [tok, in] W1 [hid, in]^T + b1 [hid]; H = gelu(Z1).
+  // fc1, ACT_AUX_BIAS: Z1 [tok, hid] = X [tok, in] W1 [hid, in]^T + b1 [hid]; H = act(Z1).
   const epigemm_vector_t b1 = vector(b1_);
-  const epigemm_tensor_t pre_gelu1 = tensor(pre_gelu1_, tok, hid);
-  handle_.linear_fprop(tensor(x, activation_dtype_, tok, in), tensor(w1, hid, in), &b1, &pre_gelu1,
-                       tensor(hidden_, tok, hid), workspace_.data(), workspace_.bytes(), device_.stream());
-  record("fc1 fprop GELU_AUX_BIAS");
+  const epigemm_tensor_t pre_act1 = tensor(pre_act1_, tok, hid);
+  handle_.linear_fprop_act(tensor(x, activation_dtype_, tok, in), tensor(w1, hid, in), &b1, activation_,
+                           &pre_act1, tensor(hidden_, tok, hid), workspace_.data(), workspace_.bytes(),
+                           device_.stream());
+  record(std::string("fc1 fprop ACT_AUX_BIAS(") + epigemm_activation_name(activation_) + ")");
 
   // fc2, BIAS: P [tok, out] (fp32) = H [tok, hid] W2 [out, hid]^T + b2 [out].
   const epigemm_vector_t b2 = vector(b2_);
@@ -113,16 +116,17 @@ void TwoLayerMlp::backward(const void* x) {
   const int64_t tok = shape_.tokens, in = shape_.in_features, hid = shape_.hidden_features,
                 out = shape_.out_features;
   const DeviceBuffer& w2 = activation_dtype_ == EPIGEMM_DTYPE_F32 ? w2_master_ : w2_working_;
-  const bool bgrad_in_dgrad = dgrad_epilogue_ == DgradEpilogue::dgelu_bgrad;
+  const bool bgrad_in_dgrad = dgrad_epilogue_ == DgradEpilogue::dact_bgrad;
 
-  // fc2 dgrad through fc1's GELU: dZ1 [tok, hid] = (dP [tok, out] W2 [out, hid]) * gelu'(Z1);
-  // with DGELU_BGRAD also db1 [hid] = sum over tokens of dZ1.
-  const epigemm_tensor_t pre_gelu1 = tensor(pre_gelu1_, tok, hid);
+  // fc2 dgrad through fc1's activation: dZ1 [tok, hid] = (dP [tok, out] W2 [out, hid]) * act'(Z1);
+  // with DACT_BGRAD also db1 [hid] = sum over tokens of dZ1.
+  const epigemm_tensor_t pre_act1 = tensor(pre_act1_, tok, hid);
   const epigemm_vector_t b1_grad = vector(b1_grad_);
-  handle_.linear_dgrad(tensor(prediction_grad_, tok, out), tensor(w2, out, hid), &pre_gelu1,
-                       bgrad_in_dgrad ? &b1_grad : nullptr, tensor(pre_gelu1_grad_, tok, hid),
-                       workspace_.data(), workspace_.bytes(), device_.stream());
-  record(bgrad_in_dgrad ? "fc2 dgrad DGELU_BGRAD" : "fc2 dgrad DGELU");
+  handle_.linear_dgrad_act(tensor(prediction_grad_, tok, out), tensor(w2, out, hid), activation_, pre_act1,
+                           bgrad_in_dgrad ? &b1_grad : nullptr, tensor(pre_act1_grad_, tok, hid),
+                           workspace_.data(), workspace_.bytes(), device_.stream());
+  record(std::string(bgrad_in_dgrad ? "fc2 dgrad DACT_BGRAD(" : "fc2 dgrad DACT(") +
+         epigemm_activation_name(activation_) + ")");
 
   // fc2 wgrad: dW2 [out, hid] = dP^T H; db2 [out] = sum over tokens of dP.
   const epigemm_vector_t b2_grad = vector(b2_grad_);
@@ -131,10 +135,10 @@ void TwoLayerMlp::backward(const void* x) {
                        workspace_.bytes(), device_.stream());
   record("fc2 wgrad BGRADB");
 
-  // fc1 wgrad: dW1 [hid, in] = dZ1^T X; its BGRADB sum over tokens of dZ1 is db1 under DGELU,
-  // and a second computation of db1 under DGELU_BGRAD.
+  // fc1 wgrad: dW1 [hid, in] = dZ1^T X; its BGRADB sum over tokens of dZ1 is db1 under DACT,
+  // and a second computation of db1 under DACT_BGRAD.
   const epigemm_vector_t b1_grad_from_wgrad = vector(bgrad_in_dgrad ? b1_grad_from_wgrad_ : b1_grad_);
-  handle_.linear_wgrad(tensor(x, activation_dtype_, tok, in), tensor(pre_gelu1_grad_, tok, hid),
+  handle_.linear_wgrad(tensor(x, activation_dtype_, tok, in), tensor(pre_act1_grad_, tok, hid),
                        tensor(w1_grad_, hid, in), false, &b1_grad_from_wgrad, workspace_.data(),
                        workspace_.bytes(), device_.stream());
   record("fc1 wgrad BGRADB");
@@ -166,7 +170,7 @@ MlpTensors TwoLayerMlp::download_gradients() const {
 
 std::vector<float> TwoLayerMlp::download_fc1_bias_grad_from_wgrad() const {
   const DeviceBuffer& source =
-      dgrad_epilogue_ == DgradEpilogue::dgelu_bgrad ? b1_grad_from_wgrad_ : b1_grad_;
+      dgrad_epilogue_ == DgradEpilogue::dact_bgrad ? b1_grad_from_wgrad_ : b1_grad_;
   std::vector<float> values(size_t(source.count()));
   device_.copy_to_host(values.data(), source.data(), source.bytes());
   return values;

@@ -72,22 +72,59 @@ typedef enum epigemm_op_e {
   EPIGEMM_OP_T = 1  /* op(X) = X^T */
 } epigemm_op_t;
 
-/* The epilogues, in GEMM coordinates; acc = alpha * op(A) op(B) + beta * D_old in fp32.
+/* The activation of the epilogues that have one (docs/conventions.md, "Activations"): applied
+ * to the fp32 value (acc, or acc + bias), never to a rounded copy; its derivative is applied in
+ * the backward epilogues before any reduction. NaN in gives NaN out, for act and act'.
+ *   IDENTITY   act(x) = x                                   act'(x) = 1
+ *   GELU_TANH  0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (PyTorch's approximate="tanh")
+ *   GELU_ERF   0.5 x (1 + erf(x / sqrt(2)))                  (PyTorch's default F.gelu)
+ *   RELU       max(x, 0)                                     act'(x) = 1 if x > 0, else 0
+ *   SILU       x sigmoid(x)                                  act'(x) = s (1 + x (1 - s)) */
+typedef enum epigemm_activation_e
+#ifdef __cplusplus
+    : int
+#endif
+{
+  EPIGEMM_ACTIVATION_IDENTITY = 0,
+  EPIGEMM_ACTIVATION_GELU_TANH = 1,
+  EPIGEMM_ACTIVATION_GELU_ERF = 2,
+  EPIGEMM_ACTIVATION_RELU = 3,
+  EPIGEMM_ACTIVATION_SILU = 4
+} epigemm_activation_t;
+
+/* The epilogues, in GEMM coordinates; acc = alpha * op(A) op(B) + beta * D_old in fp32, act the
+ * description's activation (gelu_tanh unless set: the GELU names below are these presets).
  *   DEFAULT        D = acc
  *   BIAS           D = acc + bias[i]                                   bias: gemm_m
- *   GELU_AUX       aux = acc; D = gelu_tanh(acc)                       aux: gemm_m x gemm_n (out)
- *   GELU_AUX_BIAS  z = acc + bias[i]; aux = z; D = gelu_tanh(z)
- *   DGELU          D = acc * gelu_tanh'(aux[i,j])                      aux: (in)
- *   DGELU_BGRAD    g = acc * gelu_tanh'(aux); D = g; bias_grad[i] = sum_j g[i,j]   bias_grad: gemm_m
- *   BGRADB         D = acc; bias_grad[j] = sum_p op(B)[p,j]            bias_grad: gemm_n */
-typedef enum epigemm_epilogue_e {
+ *   ACT            D = act(acc)
+ *   ACT_BIAS       D = act(acc + bias[i])
+ *   ACT_AUX        aux = acc; D = act(acc)                             aux: gemm_m x gemm_n (out)
+ *   ACT_AUX_BIAS   z = acc + bias[i]; aux = z; D = act(z)
+ *   DACT           D = acc * act'(aux[i,j])                            aux: (in)
+ *   DACT_BGRAD     g = acc * act'(aux); D = g; bias_grad[i] = sum_j g[i,j]   bias_grad: gemm_m
+ *   BGRADB         D = acc; bias_grad[j] = sum_p op(B)[p,j]            bias_grad: gemm_n
+ *   BGRADA         D = acc; bias_grad[i] = sum_p op(A)[i,p]            bias_grad: gemm_m
+ * GELU_AUX, GELU_AUX_BIAS, DGELU and DGELU_BGRAD are ACT_AUX, ACT_AUX_BIAS, DACT and DACT_BGRAD
+ * (the same values): with the default activation they are exactly the GELU epilogues. */
+typedef enum epigemm_epilogue_e
+#ifdef __cplusplus
+    : int
+#endif
+{
   EPIGEMM_EPILOGUE_DEFAULT = 0,
   EPIGEMM_EPILOGUE_BIAS = 1,
   EPIGEMM_EPILOGUE_GELU_AUX = 2,
   EPIGEMM_EPILOGUE_GELU_AUX_BIAS = 3,
   EPIGEMM_EPILOGUE_DGELU = 4,
   EPIGEMM_EPILOGUE_DGELU_BGRAD = 5,
-  EPIGEMM_EPILOGUE_BGRADB = 6
+  EPIGEMM_EPILOGUE_BGRADB = 6,
+  EPIGEMM_EPILOGUE_BGRADA = 7,
+  EPIGEMM_EPILOGUE_ACT = 8,
+  EPIGEMM_EPILOGUE_ACT_BIAS = 9,
+  EPIGEMM_EPILOGUE_ACT_AUX = EPIGEMM_EPILOGUE_GELU_AUX,
+  EPIGEMM_EPILOGUE_ACT_AUX_BIAS = EPIGEMM_EPILOGUE_GELU_AUX_BIAS,
+  EPIGEMM_EPILOGUE_DACT = EPIGEMM_EPILOGUE_DGELU,
+  EPIGEMM_EPILOGUE_DACT_BGRAD = EPIGEMM_EPILOGUE_DGELU_BGRAD
 } epigemm_epilogue_t;
 
 typedef enum epigemm_backend_e {
@@ -172,11 +209,14 @@ int epigemm_backend_usable(epigemm_context_t ctx, epigemm_backend_t backend);
 EPIGEMM_API
 int epigemm_backend_compiled(epigemm_context_t ctx, epigemm_backend_t backend);
 
-/* Static strings: "reference", "cpu", ...; "DGELU_BGRAD", ...; "f32", ...; "invalid value", ... */
+/* Static strings: "reference", "cpu", ...; "DGELU_BGRAD", ... (values 2-5 by their GELU names);
+ * "gelu_tanh", ...; "f32", ...; "invalid value", ... */
 EPIGEMM_API
 const char *epigemm_backend_name(epigemm_backend_t backend);
 EPIGEMM_API
 const char *epigemm_epilogue_name(epigemm_epilogue_t epilogue);
+EPIGEMM_API
+const char *epigemm_activation_name(epigemm_activation_t activation);
 EPIGEMM_API
 const char *epigemm_dtype_name(epigemm_dtype_t dtype);
 EPIGEMM_API
@@ -201,8 +241,8 @@ epigemm_status_t epigemm_backend_description(epigemm_context_t ctx, epigemm_back
 
 /* ---- GEMM description (the configuration object) ------------------------------------------ */
 
-/* Defaults: transa = transb = N, alpha = 1, beta = 0, epilogue DEFAULT, no bias / aux /
- * bias_grad, TF32 off, backend AUTO. */
+/* Defaults: transa = transb = N, alpha = 1, beta = 0, epilogue DEFAULT, activation GELU_TANH,
+ * no bias / aux / bias_grad, TF32 off, backend AUTO. */
 EPIGEMM_API
 epigemm_status_t epigemm_gemm_desc_create(epigemm_gemm_desc_t *desc /* out */);
 EPIGEMM_API
@@ -217,14 +257,20 @@ epigemm_status_t epigemm_gemm_desc_set_scalars(epigemm_gemm_desc_t desc, float a
 EPIGEMM_API
 epigemm_status_t epigemm_gemm_desc_set_epilogue(epigemm_gemm_desc_t desc,
                                                 epigemm_epilogue_t epilogue);
-/* bias (in): BIAS and GELU_AUX_BIAS, length gemm_m. NULL clears it. The vector is copied. */
+/* The activation of ACT, ACT_BIAS, ACT_AUX(_BIAS) and DACT(_BGRAD); the other epilogues apply no
+ * activation and do not read this setting. */
+EPIGEMM_API
+epigemm_status_t epigemm_gemm_desc_set_activation(epigemm_gemm_desc_t desc,
+                                                  epigemm_activation_t activation);
+/* bias (in): BIAS, ACT_BIAS and ACT_AUX_BIAS, length gemm_m. NULL clears it. The vector is
+ * copied. */
 EPIGEMM_API
 epigemm_status_t epigemm_gemm_desc_set_bias(epigemm_gemm_desc_t desc, const epigemm_vector_t *bias);
-/* aux: gemm_m x gemm_n. Out for GELU_AUX / GELU_AUX_BIAS (the pre-activation), in for DGELU /
- * DGELU_BGRAD. NULL clears it. */
+/* aux: gemm_m x gemm_n. Out for ACT_AUX / ACT_AUX_BIAS (the pre-activation), in for DACT /
+ * DACT_BGRAD. NULL clears it. */
 EPIGEMM_API
 epigemm_status_t epigemm_gemm_desc_set_aux(epigemm_gemm_desc_t desc, const epigemm_matrix_t *aux);
-/* bias_grad (out, overwritten): DGELU_BGRAD (length gemm_m) and BGRADB (length gemm_n). */
+/* bias_grad (out, overwritten): DACT_BGRAD and BGRADA (length gemm_m), BGRADB (length gemm_n). */
 EPIGEMM_API
 epigemm_status_t epigemm_gemm_desc_set_bias_grad(epigemm_gemm_desc_t desc,
                                                  const epigemm_vector_t *bias_grad);
@@ -287,7 +333,8 @@ epigemm_status_t epigemm_classic_gemm_workspace_size(
 
 /* ---- layer level: Y[tokens, out] = X[tokens, in] W[out, in]^T + b[out] -------------------- */
 
-/* The workspace any one linear-layer call below may need for tensors of these sizes. */
+/* The workspace any one linear-layer call below may need for tensors of these sizes (any
+ * activation, any bias or bias-gradient dtype). */
 EPIGEMM_API
 epigemm_status_t epigemm_linear_workspace_size(epigemm_context_t ctx, int64_t tokens,
                                                int64_t in_features, int64_t out_features,
@@ -316,6 +363,34 @@ epigemm_status_t epigemm_linear_dgrad(epigemm_context_t ctx, const epigemm_tenso
                                       const epigemm_tensor_t *W, const epigemm_tensor_t *pre_gelu,
                                       const epigemm_vector_t *bias_grad, const epigemm_tensor_t *dX,
                                       void *workspace, size_t workspace_bytes, void *stream);
+
+/* Forward with any activation: Y = act(X W^T + b) (ACT_BIAS, or ACT_AUX_BIAS when pre_act is
+ * given; without bias, ACT / ACT_AUX).
+ *   X [tokens, in] (in), W [out, in] (in), bias [out] (in, optional), activation,
+ *   pre_act [tokens, out] (out, optional): the pre-activation X W^T + b, saved for the backward,
+ *   Y [tokens, out] (out).
+ * epigemm_linear_fprop is this call with act = gelu_tanh when pre_gelu is given, else identity. */
+EPIGEMM_API
+epigemm_status_t epigemm_linear_fprop_act(epigemm_context_t ctx, const epigemm_tensor_t *X,
+                                          const epigemm_tensor_t *W, const epigemm_vector_t *bias,
+                                          epigemm_activation_t activation,
+                                          const epigemm_tensor_t *pre_act, const epigemm_tensor_t *Y,
+                                          void *workspace, size_t workspace_bytes, void *stream);
+
+/* Data gradient through any activation of the previous layer (DACT, or DACT_BGRAD with
+ * bias_grad): dX = (dY W) * act'(pre_act).
+ *   dY [tokens, out] (in), W [out, in] (in), activation,
+ *   pre_act [tokens, in] (in): the previous layer's saved pre-activation,
+ *   bias_grad [in] (out, optional): sum over tokens of dX, the previous layer's bias gradient,
+ *   dX [tokens, in] (out).
+ * epigemm_linear_dgrad with pre_gelu is this call with act = gelu_tanh. */
+EPIGEMM_API
+epigemm_status_t epigemm_linear_dgrad_act(epigemm_context_t ctx, const epigemm_tensor_t *dY,
+                                          const epigemm_tensor_t *W, epigemm_activation_t activation,
+                                          const epigemm_tensor_t *pre_act,
+                                          const epigemm_vector_t *bias_grad,
+                                          const epigemm_tensor_t *dX, void *workspace,
+                                          size_t workspace_bytes, void *stream);
 
 /* Weight gradient: dW (+)= dY^T X.
  *   X [tokens, in] (in), dY [tokens, out] (in), dW [out, in] (out; accumulate != 0 adds to it),

@@ -73,6 +73,23 @@ class Handle {
                     size_t workspace_bytes = 0, void* stream = nullptr) {
     check(epigemm_linear_dgrad(ctx_, &dY, &W, pre_gelu, bias_grad, &dX, workspace, workspace_bytes, stream));
   }
+  // Y = act(X W^T + b); pre_act (optional) receives X W^T + b (epigemm_linear_fprop_act).
+  void linear_fprop_act(const epigemm_tensor_t& X, const epigemm_tensor_t& W, const epigemm_vector_t* bias,
+                        epigemm_activation_t activation, const epigemm_tensor_t* pre_act,
+                        const epigemm_tensor_t& Y, void* workspace = nullptr, size_t workspace_bytes = 0,
+                        void* stream = nullptr) {
+    check(epigemm_linear_fprop_act(ctx_, &X, &W, bias, activation, pre_act, &Y, workspace, workspace_bytes,
+                                   stream));
+  }
+  // dX = (dY W) * act'(pre_act); bias_grad (optional) = sum over tokens of dX
+  // (epigemm_linear_dgrad_act; pre_act is required).
+  void linear_dgrad_act(const epigemm_tensor_t& dY, const epigemm_tensor_t& W, epigemm_activation_t activation,
+                        const epigemm_tensor_t& pre_act, const epigemm_vector_t* bias_grad,
+                        const epigemm_tensor_t& dX, void* workspace = nullptr, size_t workspace_bytes = 0,
+                        void* stream = nullptr) {
+    check(epigemm_linear_dgrad_act(ctx_, &dY, &W, activation, &pre_act, bias_grad, &dX, workspace,
+                                   workspace_bytes, stream));
+  }
   void linear_wgrad(const epigemm_tensor_t& X, const epigemm_tensor_t& dY, const epigemm_tensor_t& dW,
                     bool accumulate, const epigemm_vector_t* bias_grad, void* workspace = nullptr,
                     size_t workspace_bytes = 0, void* stream = nullptr) {
@@ -111,6 +128,11 @@ class GemmDesc {
   }
   GemmDesc& epilogue(epigemm_epilogue_t e) {
     epigemm_gemm_desc_set_epilogue(desc_, e);
+    return *this;
+  }
+  // The activation of the ACT* / DACT* epilogues (gelu_tanh unless set).
+  GemmDesc& activation(epigemm_activation_t a) {
+    epigemm_gemm_desc_set_activation(desc_, a);
     return *this;
   }
   GemmDesc& bias(const epigemm_vector_t* v) {

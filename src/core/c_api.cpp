@@ -23,6 +23,7 @@ struct epigemm_gemm_desc_s {
   float alpha = 1.0f;
   float beta = 0.0f;
   epigemm_epilogue_t epilogue = EPIGEMM_EPILOGUE_DEFAULT;
+  epigemm_activation_t activation = EPIGEMM_ACTIVATION_GELU_TANH;
   bool has_bias = false;
   epigemm_vector_t bias{};
   bool has_aux = false;
@@ -95,6 +96,7 @@ Status call_from_desc(const epigemm_gemm_desc_s* desc, const epigemm_matrix_t* A
   call->alpha = desc->alpha;
   call->beta = desc->beta;
   call->epilogue = desc->epilogue;
+  call->activation = desc->activation;
   call->has_bias = desc->has_bias;
   call->bias = to_vector(desc->bias);
   call->has_aux = desc->has_aux;
@@ -212,6 +214,9 @@ int epigemm_backend_compiled(epigemm_context_t ctx, epigemm_backend_t backend) {
 
 const char* epigemm_backend_name(epigemm_backend_t backend) { return epigemm::backend_name(backend); }
 const char* epigemm_epilogue_name(epigemm_epilogue_t epilogue) { return epigemm::epilogue_name(epilogue); }
+const char* epigemm_activation_name(epigemm_activation_t activation) {
+  return epigemm::activation_name(activation);
+}
 const char* epigemm_dtype_name(epigemm_dtype_t dtype) { return epigemm::dtype_name(dtype); }
 const char* epigemm_status_name(epigemm_status_t status) { return epigemm::status_name(status); }
 
@@ -246,6 +251,13 @@ epigemm_status_t epigemm_gemm_desc_set_epilogue(epigemm_gemm_desc_t desc,
                                                 epigemm_epilogue_t epilogue) {
   if (desc == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
   desc->epilogue = epilogue;
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+epigemm_status_t epigemm_gemm_desc_set_activation(epigemm_gemm_desc_t desc,
+                                                  epigemm_activation_t activation) {
+  if (desc == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  desc->activation = activation;
   return EPIGEMM_STATUS_SUCCESS;
 }
 
@@ -330,7 +342,7 @@ Status classic_call(const Context& context, const epigemm_matrix_t* A, const epi
   call->epilogue = classic_epilogue(has_bias, has_pre_gelu, grad != 0);
   if (has_bias) {
     // With grad, the classic call's bias is the bias gradient it writes.
-    if (epilogue_writes_bias_grad(call->epilogue)) {
+    if (epilogue_parts(call->epilogue, call->activation).writes_bias_grad()) {
       call->has_bias_grad = true;
       call->bias_grad = to_vector(*bias);
       call->names.bias_grad = "bias (the bias gradient, with grad)";
@@ -401,9 +413,9 @@ epigemm_status_t epigemm_linear_workspace_size(epigemm_context_t ctx, int64_t to
     const epigemm_tensor_t y = tensor(2, tokens, out_features), dy = tensor(3, tokens, out_features);
     const epigemm_tensor_t dx = tensor(4, tokens, in_features), dw = tensor(5, out_features, in_features);
     const epigemm_tensor_t pre_out = tensor(6, tokens, out_features), pre_in = tensor(7, tokens, in_features);
-    // Every epilogue each pass can carry, with the bias / bias gradient in each dtype a caller
-    // may declare for it (independent of the tensors' dtype, e.g. fp32 bias gradients of a bf16
-    // layer): which backend auto picks, and what it needs, can depend on both.
+    // Every epilogue each pass can carry, with every activation and the bias / bias gradient in
+    // each dtype a caller may declare for it (independent of the tensors' dtype, e.g. fp32 bias
+    // gradients of a bf16 layer): which backend auto picks, and what it needs, can depend on all.
     struct Case {
       epigemm::LayerPass pass;
       epigemm::LayerTensors tensors;
@@ -411,32 +423,37 @@ epigemm_status_t epigemm_linear_workspace_size(epigemm_context_t ctx, int64_t to
     };
     const Case cases[] = {
         {epigemm::LayerPass::fprop, {&x, &w, nullptr, &y, nullptr, nullptr, &pre_out},
-         {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_BIAS, EPIGEMM_EPILOGUE_GELU_AUX, EPIGEMM_EPILOGUE_GELU_AUX_BIAS}},
+         {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_BIAS, EPIGEMM_EPILOGUE_ACT, EPIGEMM_EPILOGUE_ACT_BIAS,
+          EPIGEMM_EPILOGUE_ACT_AUX, EPIGEMM_EPILOGUE_ACT_AUX_BIAS}},
         {epigemm::LayerPass::dgrad, {nullptr, &w, &dy, nullptr, &dx, nullptr, &pre_in},
-         {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_DGELU, EPIGEMM_EPILOGUE_DGELU_BGRAD}},
+         {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_DACT, EPIGEMM_EPILOGUE_DACT_BGRAD}},
         {epigemm::LayerPass::wgrad, {&x, nullptr, &dy, nullptr, nullptr, &dw, nullptr},
          {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_BGRADB}},
     };
     size_t most = 0;
     for (const Case& c : cases) {
       for (const epigemm_epilogue_t epilogue : c.epilogues) {
-        for (const epigemm_dtype_t vector_dtype : {EPIGEMM_DTYPE_F32, EPIGEMM_DTYPE_F16, EPIGEMM_DTYPE_BF16}) {
-          GemmCall call;
-          EPIGEMM_RETURN_IF_ERROR(epigemm::map_layer_to_gemm(c.pass, c.tensors, &call));
-          epigemm::apply_context_defaults(context, &call);
-          call.epilogue = epilogue;
-          call.has_aux = epigemm::epilogue_writes_aux(epilogue) || epigemm::epilogue_reads_aux(epilogue);
-          call.has_bias = epigemm::epilogue_reads_bias(epilogue);
-          call.has_bias_grad = epigemm::epilogue_writes_bias_grad(epilogue);
-          const epigemm_vector_t vec{fake(8), vector_dtype, epigemm::bias_grad_length(call), memory};
-          call.bias = call.bias_grad = epigemm::to_vector(vec);
-          // A requested backend that declines one of these calls needs no workspace for it: that
-          // call will itself answer NOT_SUPPORTED.
-          size_t needed = 0;
-          const Status sized = context.workspace_bytes(call, &needed);
-          if (sized.code() == EPIGEMM_STATUS_NOT_SUPPORTED && call.backend != EPIGEMM_BACKEND_AUTO) continue;
-          EPIGEMM_RETURN_IF_ERROR(sized);
-          most = std::max(most, needed);
+        for (int activation = 0; epigemm::activation_value_valid(epigemm_activation_t(activation)); ++activation) {
+          for (const epigemm_dtype_t vector_dtype : {EPIGEMM_DTYPE_F32, EPIGEMM_DTYPE_F16, EPIGEMM_DTYPE_BF16}) {
+            GemmCall call;
+            EPIGEMM_RETURN_IF_ERROR(epigemm::map_layer_to_gemm(c.pass, c.tensors, &call));
+            epigemm::apply_context_defaults(context, &call);
+            call.epilogue = epilogue;
+            call.activation = epigemm_activation_t(activation);
+            const epigemm::EpilogueParts parts = call.parts();
+            call.has_aux = parts.uses_aux();
+            call.has_bias = parts.reads_bias();
+            call.has_bias_grad = parts.writes_bias_grad();
+            const epigemm_vector_t vec{fake(8), vector_dtype, call.bias_grad_length(), memory};
+            call.bias = call.bias_grad = epigemm::to_vector(vec);
+            // A requested backend that declines one of these calls needs no workspace for it:
+            // that call will itself answer NOT_SUPPORTED.
+            size_t needed = 0;
+            const Status sized = context.workspace_bytes(call, &needed);
+            if (sized.code() == EPIGEMM_STATUS_NOT_SUPPORTED && call.backend != EPIGEMM_BACKEND_AUTO) continue;
+            EPIGEMM_RETURN_IF_ERROR(sized);
+            most = std::max(most, needed);
+          }
         }
       }
     }
@@ -445,24 +462,92 @@ epigemm_status_t epigemm_linear_workspace_size(epigemm_context_t ctx, int64_t to
   });
 }
 
+namespace epigemm {
+namespace {
+
+// The forward pass with an activation: ACT(_BIAS) without pre_act, ACT_AUX(_BIAS) with it; the
+// identity without pre_act is BIAS / DEFAULT.
+Status linear_fprop(Context& context, const epigemm_tensor_t* X, const epigemm_tensor_t* W,
+                    const epigemm_vector_t* bias, epigemm_activation_t activation,
+                    const epigemm_tensor_t* pre_act, const char* pre_act_name,
+                    const epigemm_tensor_t* Y, void* workspace, size_t workspace_bytes,
+                    void* stream) {
+  if (!activation_value_valid(activation)) {
+    return invalid("activation has value ", int(activation), "; expected 0 (identity) .. 4 (silu)");
+  }
+  LayerTensors tensors;
+  tensors.x = X;
+  tensors.w = W;
+  tensors.y = Y;
+  tensors.pre_act = pre_act;
+  tensors.pre_act_name = pre_act_name;
+  tensors.bias = bias;
+  GemmCall call;
+  EPIGEMM_RETURN_IF_ERROR(map_layer_to_gemm(LayerPass::fprop, tensors, &call));
+  const bool identity = activation == EPIGEMM_ACTIVATION_IDENTITY;
+  if (pre_act != nullptr) {
+    call.epilogue = bias ? EPIGEMM_EPILOGUE_ACT_AUX_BIAS : EPIGEMM_EPILOGUE_ACT_AUX;
+  } else if (!identity) {
+    call.epilogue = bias ? EPIGEMM_EPILOGUE_ACT_BIAS : EPIGEMM_EPILOGUE_ACT;
+  } else {
+    call.epilogue = bias ? EPIGEMM_EPILOGUE_BIAS : EPIGEMM_EPILOGUE_DEFAULT;
+  }
+  call.activation = activation;
+  apply_context_defaults(context, &call);
+  attach_workspace(workspace, workspace_bytes, stream, &call);
+  return context.execute(call);
+}
+
+// The data gradient, through the previous layer's activation when pre_act is given (DACT, or
+// DACT_BGRAD with bias_grad).
+Status linear_dgrad(Context& context, const epigemm_tensor_t* dY, const epigemm_tensor_t* W,
+                    epigemm_activation_t activation, const epigemm_tensor_t* pre_act,
+                    const char* pre_act_name, const epigemm_vector_t* bias_grad,
+                    const epigemm_tensor_t* dX, void* workspace, size_t workspace_bytes,
+                    void* stream) {
+  if (!activation_value_valid(activation)) {
+    return invalid("activation has value ", int(activation), "; expected 0 (identity) .. 4 (silu)");
+  }
+  LayerTensors tensors;
+  tensors.dy = dY;
+  tensors.w = W;
+  tensors.dx = dX;
+  tensors.pre_act = pre_act;
+  tensors.pre_act_name = pre_act_name;
+  tensors.bias_grad = bias_grad;
+  GemmCall call;
+  EPIGEMM_RETURN_IF_ERROR(map_layer_to_gemm(LayerPass::dgrad, tensors, &call));
+  call.epilogue = pre_act ? (bias_grad ? EPIGEMM_EPILOGUE_DACT_BGRAD : EPIGEMM_EPILOGUE_DACT)
+                          : EPIGEMM_EPILOGUE_DEFAULT;
+  call.activation = activation;
+  apply_context_defaults(context, &call);
+  attach_workspace(workspace, workspace_bytes, stream, &call);
+  return context.execute(call);
+}
+
+}  // namespace
+}  // namespace epigemm
+
 epigemm_status_t epigemm_linear_fprop(epigemm_context_t ctx, const epigemm_tensor_t* X,
                                       const epigemm_tensor_t* W, const epigemm_vector_t* bias,
                                       const epigemm_tensor_t* pre_gelu, const epigemm_tensor_t* Y,
                                       void* workspace, size_t workspace_bytes, void* stream) {
   return epigemm::guarded(ctx, [&](Context& context) -> Status {
-    epigemm::LayerTensors tensors;
-    tensors.x = X;
-    tensors.w = W;
-    tensors.y = Y;
-    tensors.pre_gelu = pre_gelu;
-    tensors.bias = bias;
-    GemmCall call;
-    EPIGEMM_RETURN_IF_ERROR(epigemm::map_layer_to_gemm(epigemm::LayerPass::fprop, tensors, &call));
-    call.epilogue = pre_gelu ? (bias ? EPIGEMM_EPILOGUE_GELU_AUX_BIAS : EPIGEMM_EPILOGUE_GELU_AUX)
-                             : (bias ? EPIGEMM_EPILOGUE_BIAS : EPIGEMM_EPILOGUE_DEFAULT);
-    epigemm::apply_context_defaults(context, &call);
-    epigemm::attach_workspace(workspace, workspace_bytes, stream, &call);
-    return context.execute(call);
+    const epigemm_activation_t activation =
+        pre_gelu ? EPIGEMM_ACTIVATION_GELU_TANH : EPIGEMM_ACTIVATION_IDENTITY;
+    return epigemm::linear_fprop(context, X, W, bias, activation, pre_gelu, "pre_gelu", Y,
+                                 workspace, workspace_bytes, stream);
+  });
+}
+
+epigemm_status_t epigemm_linear_fprop_act(epigemm_context_t ctx, const epigemm_tensor_t* X,
+                                          const epigemm_tensor_t* W, const epigemm_vector_t* bias,
+                                          epigemm_activation_t activation,
+                                          const epigemm_tensor_t* pre_act, const epigemm_tensor_t* Y,
+                                          void* workspace, size_t workspace_bytes, void* stream) {
+  return epigemm::guarded(ctx, [&](Context& context) -> Status {
+    return epigemm::linear_fprop(context, X, W, bias, activation, pre_act, "pre_act", Y, workspace,
+                                 workspace_bytes, stream);
   });
 }
 
@@ -471,19 +556,24 @@ epigemm_status_t epigemm_linear_dgrad(epigemm_context_t ctx, const epigemm_tenso
                                       const epigemm_vector_t* bias_grad, const epigemm_tensor_t* dX,
                                       void* workspace, size_t workspace_bytes, void* stream) {
   return epigemm::guarded(ctx, [&](Context& context) -> Status {
-    epigemm::LayerTensors tensors;
-    tensors.dy = dY;
-    tensors.w = W;
-    tensors.dx = dX;
-    tensors.pre_gelu = pre_gelu;
-    tensors.bias_grad = bias_grad;
-    GemmCall call;
-    EPIGEMM_RETURN_IF_ERROR(epigemm::map_layer_to_gemm(epigemm::LayerPass::dgrad, tensors, &call));
-    call.epilogue = pre_gelu ? (bias_grad ? EPIGEMM_EPILOGUE_DGELU_BGRAD : EPIGEMM_EPILOGUE_DGELU)
-                             : EPIGEMM_EPILOGUE_DEFAULT;
-    epigemm::apply_context_defaults(context, &call);
-    epigemm::attach_workspace(workspace, workspace_bytes, stream, &call);
-    return context.execute(call);
+    return epigemm::linear_dgrad(context, dY, W, EPIGEMM_ACTIVATION_GELU_TANH, pre_gelu, "pre_gelu",
+                                 bias_grad, dX, workspace, workspace_bytes, stream);
+  });
+}
+
+epigemm_status_t epigemm_linear_dgrad_act(epigemm_context_t ctx, const epigemm_tensor_t* dY,
+                                          const epigemm_tensor_t* W, epigemm_activation_t activation,
+                                          const epigemm_tensor_t* pre_act,
+                                          const epigemm_vector_t* bias_grad,
+                                          const epigemm_tensor_t* dX, void* workspace,
+                                          size_t workspace_bytes, void* stream) {
+  return epigemm::guarded(ctx, [&](Context& context) -> Status {
+    if (pre_act == nullptr) {
+      return epigemm::invalid("pre_act is NULL; expected the previous layer's saved pre-activation ",
+                              "[tokens, in_features] (epigemm_linear_dgrad computes dX without one)");
+    }
+    return epigemm::linear_dgrad(context, dY, W, activation, pre_act, "pre_act", bias_grad, dX,
+                                 workspace, workspace_bytes, stream);
   });
 }
 

@@ -1,8 +1,13 @@
-// The activation functions of the epilogues, written once for the host (reference and CPU
-// backends, in float or double) and the device (CUDA kernels, in float).
-// Formulas: docs/conventions.md, "GELU". gelu_tanh is the tanh approximation of GELU used by
-// transformer training frameworks; an erf GELU would sit beside it under its own name.
+// The activation functions of the epilogues and their derivatives, written once for the host
+// (reference backend in double, cpu backend in float and in SIMD lanes) and the device (CUDA
+// kernels, in float). Formulas and edge cases: docs/conventions.md, "Activations".
 //
+// Each activation is a functor (Identity, GeluTanh, GeluErf, Relu, Silu at the end of this file)
+// with forward(x) and derivative(x), templates over the value type. A backend instantiates its
+// kernels once per functor (visit_activation); adding an activation is one functor here, one line
+// in EPIGEMM_FOR_EACH_ACTIVATION, its value in epigemm.h, and its golden values in the tests.
+//
+// GELU (tanh form):
 // Numerics: with u = sqrt(2/pi) (x + 0.044715 x^3) and s = sigmoid(2u) = 0.5 (1 + tanh(u)),
 //   gelu_tanh(x)      = x s = x / (1 + exp(-2u))
 //   gelu_tanh'(x)     = s + 2 x s (1 - s) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
@@ -26,6 +31,7 @@
 #include <cmath>
 
 #include "core/host_device.hpp"
+#include "epigemm/epigemm.h"
 
 namespace epigemm {
 
@@ -40,9 +46,10 @@ struct GeluTanhConstants {
 };
 
 // The functions below are templates over T so that one formula serves float and double on the
-// host and the device, and also a SIMD vector of floats (the cpu backend's AVX2 kernels). Such a
-// vector type specializes ScalarOf (its lane type, for the constants) and overloads exp() and
-// where() for its lanes; the saturation limits are therefore written as selects, not branches.
+// host and the device, and also a SIMD vector of floats (the cpu backend's AVX2 and AVX-512
+// kernels). Such a vector type specializes ScalarOf (its lane type, for the constants) and
+// overloads exp(), erfc(), is_nan() and where() for its lanes, and the comparisons < and >
+// (returning its mask type); the limits are therefore written as selects, not branches.
 template <typename T>
 struct ScalarOf {
   using type = T;
@@ -52,6 +59,12 @@ struct ScalarOf {
 template <typename T>
 EPIGEMM_HOST_DEVICE T where(bool condition, T if_true, T if_false) {
   return condition ? if_true : if_false;
+}
+
+// Whether x is NaN (x != x: false for every other value, Inf included).
+template <typename T>
+EPIGEMM_HOST_DEVICE bool is_nan(T x) {
+  return x != x;
 }
 
 // t = exp(-|a|) and r = 1 / (1 + t) for a = 2u; sigmoid(a) = where(a < 0, t r, r).
@@ -94,6 +107,140 @@ EPIGEMM_HOST_DEVICE T gelu_tanh_grad(T x) {
   const T inside =
       p.sigmoid + T(2) * x * s_one_minus_s * C::sqrt_2_over_pi * (T(1) + T(3) * C::cubic * x2);
   return where(x > C::saturation, T(1), where(x < -C::saturation, T(0), inside));
+}
+
+
+// ---- the other activations ----------------------------------------------------------------------
+//
+// Beyond |x| = 1e4 each of them is at its limit to every precision we compute in; the selects
+// at the limits keep +-Inf from turning into Inf * 0 = NaN. NaN passes through every formula (and
+// every select, whose comparisons are false for NaN) as NaN.
+template <typename T>
+struct ActivationLimits {
+  static constexpr T saturation = T(1.0e4);
+  static constexpr T sqrt_half = T(0.70710678118654752440);      // 1 / sqrt(2)
+  static constexpr T inv_sqrt_2pi = T(0.39894228040143267794);   // 1 / sqrt(2 pi)
+};
+
+// gelu_erf(x) = 0.5 x (1 + erf(x / sqrt(2))), evaluated as 0.5 x erfc(-x / sqrt(2)): the same
+// value, without the cancellation of 1 + erf(.) for negative x (gelu_erf(-5) = -1.4e-6 would keep
+// no correct digit in fp32 through 1 + erf). -0 below -1e4 (the limit from below).
+template <typename T>
+EPIGEMM_HOST_DEVICE T gelu_erf(T x) {
+  using std::erfc;
+  using C = ActivationLimits<typename ScalarOf<T>::type>;
+  const T inside = T(0.5) * x * erfc(T(0) - x * C::sqrt_half);
+  return where(x < -C::saturation, T(0) * T(-1), inside);
+}
+
+// gelu_erf'(x) = 0.5 (1 + erf(x / sqrt(2))) + x exp(-x^2 / 2) / sqrt(2 pi)
+template <typename T>
+EPIGEMM_HOST_DEVICE T gelu_erf_grad(T x) {
+  using std::erfc;
+  using std::exp;
+  using C = ActivationLimits<typename ScalarOf<T>::type>;
+  const T inside = T(0.5) * erfc(T(0) - x * C::sqrt_half) + x * exp(T(-0.5) * x * x) * C::inv_sqrt_2pi;
+  return where(x > C::saturation, T(1), where(x < -C::saturation, T(0), inside));
+}
+
+// relu(x) = max(x, 0): x unless x < 0 (so NaN stays NaN and -0 stays -0).
+template <typename T>
+EPIGEMM_HOST_DEVICE T relu(T x) {
+  return where(x < T(0), T(0), x);
+}
+
+// relu'(x) = 1 for x > 0, 0 for x <= 0 (0 at 0, as PyTorch), NaN for NaN.
+template <typename T>
+EPIGEMM_HOST_DEVICE T relu_grad(T x) {
+  return where(x > T(0), T(1), where(is_nan(x), x, T(0)));
+}
+
+// silu(x) = x sigmoid(x) = x / (1 + exp(-x)). For x below about -88, exp(-x) overflows in float
+// and the quotient is -0 where the exact value is below 1e-36; -Inf (Inf / Inf) is taken by the
+// select.
+template <typename T>
+EPIGEMM_HOST_DEVICE T silu(T x) {
+  using std::exp;
+  using C = ActivationLimits<typename ScalarOf<T>::type>;
+  const T inside = x / (T(1) + exp(T(0) - x));
+  return where(x < -C::saturation, T(0) * T(-1), inside);
+}
+
+// silu'(x) = s (1 + x (1 - s)) = s + x s (1 - s), s = sigmoid(x); s and s (1 - s) = t r^2 from
+// sigmoid_parts (no overflow, no cancellation).
+template <typename T>
+EPIGEMM_HOST_DEVICE T silu_grad(T x) {
+  using C = ActivationLimits<typename ScalarOf<T>::type>;
+  const SigmoidParts<T> p = sigmoid_parts(x);
+  const T inside = p.sigmoid + x * p.t * p.r * p.r;
+  return where(x > C::saturation, T(1), where(x < -C::saturation, T(0), inside));
+}
+
+// identity'(x) = 1, NaN for NaN (NaN in gives NaN out for every derivative too).
+template <typename T>
+EPIGEMM_HOST_DEVICE T identity_grad(T x) {
+  return where(is_nan(x), x, T(1));
+}
+
+// ---- the activations as functors ----------------------------------------------------------------
+
+struct Identity {
+  static constexpr epigemm_activation_t id = EPIGEMM_ACTIVATION_IDENTITY;
+  template <typename T>
+  EPIGEMM_HOST_DEVICE static T forward(T x) { return x; }
+  template <typename T>
+  EPIGEMM_HOST_DEVICE static T derivative(T x) { return identity_grad(x); }
+};
+
+struct GeluTanh {
+  static constexpr epigemm_activation_t id = EPIGEMM_ACTIVATION_GELU_TANH;
+  template <typename T>
+  EPIGEMM_HOST_DEVICE static T forward(T x) { return gelu_tanh(x); }
+  template <typename T>
+  EPIGEMM_HOST_DEVICE static T derivative(T x) { return gelu_tanh_grad(x); }
+};
+
+struct GeluErf {
+  static constexpr epigemm_activation_t id = EPIGEMM_ACTIVATION_GELU_ERF;
+  template <typename T>
+  EPIGEMM_HOST_DEVICE static T forward(T x) { return gelu_erf(x); }
+  template <typename T>
+  EPIGEMM_HOST_DEVICE static T derivative(T x) { return gelu_erf_grad(x); }
+};
+
+struct Relu {
+  static constexpr epigemm_activation_t id = EPIGEMM_ACTIVATION_RELU;
+  template <typename T>
+  EPIGEMM_HOST_DEVICE static T forward(T x) { return relu(x); }
+  template <typename T>
+  EPIGEMM_HOST_DEVICE static T derivative(T x) { return relu_grad(x); }
+};
+
+struct Silu {
+  static constexpr epigemm_activation_t id = EPIGEMM_ACTIVATION_SILU;
+  template <typename T>
+  EPIGEMM_HOST_DEVICE static T forward(T x) { return silu(x); }
+  template <typename T>
+  EPIGEMM_HOST_DEVICE static T derivative(T x) { return silu_grad(x); }
+};
+
+// The registry: every activation, as X(value, functor, name). The one list that the names, the
+// validation and visit_activation follow.
+#define EPIGEMM_FOR_EACH_ACTIVATION(X)                        \
+  X(EPIGEMM_ACTIVATION_IDENTITY, ::epigemm::Identity, "identity")   \
+  X(EPIGEMM_ACTIVATION_GELU_TANH, ::epigemm::GeluTanh, "gelu_tanh") \
+  X(EPIGEMM_ACTIVATION_GELU_ERF, ::epigemm::GeluErf, "gelu_erf")    \
+  X(EPIGEMM_ACTIVATION_RELU, ::epigemm::Relu, "relu")               \
+  X(EPIGEMM_ACTIVATION_SILU, ::epigemm::Silu, "silu")
+
+// Calls visitor(Functor{}) for the functor of a validated activation value.
+template <typename Visitor>
+decltype(auto) visit_activation(epigemm_activation_t activation, Visitor&& visitor) {
+#define EPIGEMM_ACTIVATION_CASE(value, functor, name) \
+  case value: return visitor(functor{});
+  switch (activation) { EPIGEMM_FOR_EACH_ACTIVATION(EPIGEMM_ACTIVATION_CASE) }
+#undef EPIGEMM_ACTIVATION_CASE
+  return visitor(Identity{});  // not reached: validation rejects values outside the list
 }
 
 }  // namespace epigemm

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/epilogue_parts.hpp"
 #include "epigemm/epigemm.h"
 
 namespace epigemm {
@@ -50,13 +51,15 @@ struct GemmCall {
   Matrix a, b, d;
   float alpha = 1.0f;
   float beta = 0.0f;
+  // The epilogue as the caller named it; what it is made of is parts() (epilogue_parts.hpp).
   epigemm_epilogue_t epilogue = EPIGEMM_EPILOGUE_DEFAULT;
+  epigemm_activation_t activation = EPIGEMM_ACTIVATION_GELU_TANH;
   bool has_bias = false;
-  Vector bias;  // in: BIAS, GELU_AUX_BIAS (length gemm_m)
+  Vector bias;  // in: per-row bias (length gemm_m)
   bool has_aux = false;
-  Matrix aux;  // out: GELU_AUX(_BIAS); in: DGELU(_BGRAD); gemm_m x gemm_n
+  Matrix aux;  // out: the pre-activation (forward); in: a saved one (backward); gemm_m x gemm_n
   bool has_bias_grad = false;
-  Vector bias_grad;  // out: DGELU_BGRAD (gemm_m), BGRADB (gemm_n)
+  Vector bias_grad;  // out: rows of g or of op(A) (gemm_m), columns of op(B) (gemm_n)
   bool allow_tf32 = false;
   epigemm_backend_t backend = EPIGEMM_BACKEND_AUTO;  // requested
   void* workspace = nullptr;
@@ -65,24 +68,9 @@ struct GemmCall {
   OperandNames names;
 
   epigemm_memory_t memory() const { return d.memory; }
+  // What the epilogue is made of (valid once validate_enums has accepted the call).
+  EpilogueParts parts() const { return epilogue_parts(epilogue, activation); }
+  int64_t bias_grad_length() const { return parts().bias_grad_length(gemm_m, gemm_n); }
 };
-
-// What each epilogue reads and writes besides A, B and D.
-inline bool epilogue_reads_bias(epigemm_epilogue_t e) {
-  return e == EPIGEMM_EPILOGUE_BIAS || e == EPIGEMM_EPILOGUE_GELU_AUX_BIAS;
-}
-inline bool epilogue_writes_aux(epigemm_epilogue_t e) {
-  return e == EPIGEMM_EPILOGUE_GELU_AUX || e == EPIGEMM_EPILOGUE_GELU_AUX_BIAS;
-}
-inline bool epilogue_reads_aux(epigemm_epilogue_t e) {
-  return e == EPIGEMM_EPILOGUE_DGELU || e == EPIGEMM_EPILOGUE_DGELU_BGRAD;
-}
-inline bool epilogue_writes_bias_grad(epigemm_epilogue_t e) {
-  return e == EPIGEMM_EPILOGUE_DGELU_BGRAD || e == EPIGEMM_EPILOGUE_BGRADB;
-}
-// DGELU_BGRAD reduces over gemm_n (one sum per row i), BGRADB over gemm_k (one per column j).
-inline int64_t bias_grad_length(const GemmCall& call) {
-  return call.epilogue == EPIGEMM_EPILOGUE_BGRADB ? call.gemm_n : call.gemm_m;
-}
 
 }  // namespace epigemm

@@ -103,11 +103,11 @@ Status map_layer_to_gemm(LayerPass pass, const LayerTensors& t, GemmCall* call) 
         EPIGEMM_RETURN_IF_ERROR(require_length(*t.bias, "bias", out_features, "fprop",
                                                "out_features", "the rows of W"));
       }
-      if (t.pre_gelu) {
-        EPIGEMM_RETURN_IF_ERROR(require_tensor(t.pre_gelu, "pre_gelu", "fprop with GELU"));
-        EPIGEMM_RETURN_IF_ERROR(require_extent(*t.pre_gelu, "pre_gelu", true, tokens, "fprop",
+      if (t.pre_act) {
+        EPIGEMM_RETURN_IF_ERROR(require_tensor(t.pre_act, t.pre_act_name, "fprop with an activation"));
+        EPIGEMM_RETURN_IF_ERROR(require_extent(*t.pre_act, t.pre_act_name, true, tokens, "fprop",
                                                "tokens", "the rows of X"));
-        EPIGEMM_RETURN_IF_ERROR(require_extent(*t.pre_gelu, "pre_gelu", false, out_features,
+        EPIGEMM_RETURN_IF_ERROR(require_extent(*t.pre_act, t.pre_act_name, false, out_features,
                                                "fprop", "out_features", "the rows of W"));
       }
       call->transa = EPIGEMM_OP_T;
@@ -135,21 +135,21 @@ Status map_layer_to_gemm(LayerPass pass, const LayerTensors& t, GemmCall* call) 
       EPIGEMM_RETURN_IF_ERROR(require_extent(*t.dx, "dX", false, in_features, "dgrad",
                                              "in_features", "the columns of W"));
       if (t.bias_grad) {
-        // Only through the GELU: the bias gradient of the previous layer is that of its
-        // pre-activation (DGELU_BGRAD); without pre_gelu there is no such epilogue.
-        if (!t.pre_gelu) {
-          return invalid("bias_grad is set but pre_gelu is NULL; expected pre_gelu [tokens = ",
-                         tokens, ", in_features = ", in_features,
-                         "] as well (dgrad writes a bias gradient only through the GELU)");
+        // Only through the activation: the bias gradient of the previous layer is that of its
+        // pre-activation (DACT_BGRAD); without the pre-activation there is no such epilogue.
+        if (!t.pre_act) {
+          return invalid("bias_grad is set but ", t.pre_act_name, " is NULL; expected ",
+                         t.pre_act_name, " [tokens = ", tokens, ", in_features = ", in_features,
+                         "] as well (dgrad writes a bias gradient only through the activation)");
         }
         EPIGEMM_RETURN_IF_ERROR(require_length(*t.bias_grad, "bias_grad", in_features, "dgrad",
                                                "in_features", "the columns of W"));
       }
-      if (t.pre_gelu) {
-        EPIGEMM_RETURN_IF_ERROR(require_tensor(t.pre_gelu, "pre_gelu", "dgrad with GELU"));
-        EPIGEMM_RETURN_IF_ERROR(require_extent(*t.pre_gelu, "pre_gelu", true, tokens, "dgrad",
+      if (t.pre_act) {
+        EPIGEMM_RETURN_IF_ERROR(require_tensor(t.pre_act, t.pre_act_name, "dgrad with an activation"));
+        EPIGEMM_RETURN_IF_ERROR(require_extent(*t.pre_act, t.pre_act_name, true, tokens, "dgrad",
                                                "tokens", "the rows of dY"));
-        EPIGEMM_RETURN_IF_ERROR(require_extent(*t.pre_gelu, "pre_gelu", false, in_features,
+        EPIGEMM_RETURN_IF_ERROR(require_extent(*t.pre_act, t.pre_act_name, false, in_features,
                                                "dgrad", "in_features", "the columns of W"));
       }
       call->transa = EPIGEMM_OP_N;
@@ -194,10 +194,10 @@ Status map_layer_to_gemm(LayerPass pass, const LayerTensors& t, GemmCall* call) 
       break;
     }
   }
-  if (t.pre_gelu) {
+  if (t.pre_act) {
     call->has_aux = true;
-    call->aux = column_major_view(*t.pre_gelu);
-    call->names.aux = "pre_gelu";
+    call->aux = column_major_view(*t.pre_act);
+    call->names.aux = t.pre_act_name;
   }
   if (t.bias) {
     call->has_bias = true;

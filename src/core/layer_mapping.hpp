@@ -11,10 +11,11 @@ namespace epigemm {
 enum class LayerPass { fprop, dgrad, wgrad };
 
 // The row-major tensors (and vectors) of one pass; unused ones stay null.
-//   fprop: x [tokens, in], w [out, in], y [tokens, out], pre_gelu [tokens, out] (out)
-//   dgrad: dy [tokens, out], w [out, in], dx [tokens, in], pre_gelu [tokens, in] (in)
+//   fprop: x [tokens, in], w [out, in], y [tokens, out], pre_act [tokens, out] (out)
+//   dgrad: dy [tokens, out], w [out, in], dx [tokens, in], pre_act [tokens, in] (in)
 //   wgrad: x [tokens, in], dy [tokens, out], dw [out, in]
-//   bias [out] (fprop, in); bias_grad [in] (dgrad, out, needs pre_gelu) or [out] (wgrad, out)
+//   bias [out] (fprop, in); bias_grad [in] (dgrad, out, needs pre_act) or [out] (wgrad, out)
+// pre_act is the pre-activation (aux); pre_act_name what the caller calls it in messages.
 struct LayerTensors {
   const epigemm_tensor_t* x = nullptr;
   const epigemm_tensor_t* w = nullptr;
@@ -22,9 +23,10 @@ struct LayerTensors {
   const epigemm_tensor_t* y = nullptr;
   const epigemm_tensor_t* dx = nullptr;
   const epigemm_tensor_t* dw = nullptr;
-  const epigemm_tensor_t* pre_gelu = nullptr;
+  const epigemm_tensor_t* pre_act = nullptr;
   const epigemm_vector_t* bias = nullptr;
   const epigemm_vector_t* bias_grad = nullptr;
+  const char* pre_act_name = "pre_act";
 };
 
 // Checks each tensor in its own row-major terms and that the tensors and vectors agree on

@@ -1,18 +1,11 @@
 // Printable names of the public enums (the C API's epigemm_*_name call these).
 #pragma once
 
+#include "core/dtype.hpp"
+#include "core/epilogue_math.hpp"
 #include "epigemm/epigemm.h"
 
 namespace epigemm {
-
-inline const char* dtype_name(epigemm_dtype_t t) {
-  switch (t) {
-    case EPIGEMM_DTYPE_F32: return "f32";
-    case EPIGEMM_DTYPE_F16: return "f16";
-    case EPIGEMM_DTYPE_BF16: return "bf16";
-  }
-  return "invalid dtype";
-}
 
 inline const char* epilogue_name(epigemm_epilogue_t e) {
   switch (e) {
@@ -23,8 +16,19 @@ inline const char* epilogue_name(epigemm_epilogue_t e) {
     case EPIGEMM_EPILOGUE_DGELU: return "DGELU";
     case EPIGEMM_EPILOGUE_DGELU_BGRAD: return "DGELU_BGRAD";
     case EPIGEMM_EPILOGUE_BGRADB: return "BGRADB";
+    case EPIGEMM_EPILOGUE_BGRADA: return "BGRADA";
+    case EPIGEMM_EPILOGUE_ACT: return "ACT";
+    case EPIGEMM_EPILOGUE_ACT_BIAS: return "ACT_BIAS";
   }
   return "invalid epilogue";
+}
+
+inline const char* activation_name(epigemm_activation_t a) {
+#define EPIGEMM_ACTIVATION_NAME(value, functor, name) \
+  case value: return name;
+  switch (a) { EPIGEMM_FOR_EACH_ACTIVATION(EPIGEMM_ACTIVATION_NAME) }
+#undef EPIGEMM_ACTIVATION_NAME
+  return "invalid activation";
 }
 
 inline const char* backend_name(epigemm_backend_t b) {

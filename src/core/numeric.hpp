@@ -7,16 +7,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/dtype.hpp"
 #include "epigemm/epigemm.h"
 
 namespace epigemm {
-
-struct Half {
-  uint16_t bits;
-};
-struct BFloat16 {
-  uint16_t bits;
-};
 
 inline uint32_t float_bits(float f) {
   uint32_t u;
@@ -77,15 +71,14 @@ inline Half float_to_half(float f) {
   return Half{uint16_t(sign | result)};
 }
 
-inline size_t dtype_size(epigemm_dtype_t dtype) { return dtype == EPIGEMM_DTYPE_F32 ? 4 : 2; }
-
 // Reads element `index` of a buffer of the given dtype as float.
 inline float load_as_float(const void* data, epigemm_dtype_t dtype, int64_t index) {
   switch (dtype) {
     case EPIGEMM_DTYPE_F16: return half_to_float(static_cast<const Half*>(data)[index]);
     case EPIGEMM_DTYPE_BF16: return bf16_to_float(static_cast<const BFloat16*>(data)[index]);
-    default: return static_cast<const float*>(data)[index];
+    case EPIGEMM_DTYPE_F32: return static_cast<const float*>(data)[index];
   }
+  return 0.0f;  // not reached: validation refuses values outside the table
 }
 
 // Rounds a float to the dtype (nearest even) and stores it as element `index`.
@@ -93,7 +86,7 @@ inline void store_from_float(void* data, epigemm_dtype_t dtype, int64_t index, f
   switch (dtype) {
     case EPIGEMM_DTYPE_F16: static_cast<Half*>(data)[index] = float_to_half(value); break;
     case EPIGEMM_DTYPE_BF16: static_cast<BFloat16*>(data)[index] = float_to_bf16(value); break;
-    default: static_cast<float*>(data)[index] = value; break;
+    case EPIGEMM_DTYPE_F32: static_cast<float*>(data)[index] = value; break;
   }
 }
 

@@ -9,14 +9,12 @@
 #include <string>
 
 #include "core/numeric.hpp"
+#include "core/epilogue_parts.hpp"
 #include "core/names.hpp"
 
 namespace epigemm {
 namespace {
 
-bool dtype_valid(epigemm_dtype_t t) {
-  return t == EPIGEMM_DTYPE_F32 || t == EPIGEMM_DTYPE_F16 || t == EPIGEMM_DTYPE_BF16;
-}
 bool memory_valid(epigemm_memory_t m) {
   return m == EPIGEMM_MEMORY_HOST || m == EPIGEMM_MEMORY_DEVICE;
 }
@@ -134,8 +132,12 @@ void gemm_dims_from_operands(GemmCall* call) {
 Status validate_enums(const GemmCall& call) {
   if (!op_valid(call.transa)) return invalid("transa has value ", int(call.transa), "; expected N (0) or T (1)");
   if (!op_valid(call.transb)) return invalid("transb has value ", int(call.transb), "; expected N (0) or T (1)");
-  if (int(call.epilogue) < EPIGEMM_EPILOGUE_DEFAULT || int(call.epilogue) > EPIGEMM_EPILOGUE_BGRADB) {
-    return invalid("epilogue has value ", int(call.epilogue), "; expected 0 (DEFAULT) .. 6 (BGRADB)");
+  if (!epilogue_value_valid(call.epilogue)) {
+    return invalid("epilogue has value ", int(call.epilogue), "; expected 0 (DEFAULT) .. 9 (ACT_BIAS)");
+  }
+  if (!activation_value_valid(call.activation)) {
+    return invalid("activation has value ", int(call.activation),
+                   "; expected 0 (identity) .. 4 (silu)");
   }
   if (int(call.backend) < EPIGEMM_BACKEND_AUTO || int(call.backend) > EPIGEMM_BACKEND_CUBLASLT) {
     return invalid("backend has value ", int(call.backend), "; expected 0 (auto) .. 4 (cublaslt)");
@@ -186,26 +188,26 @@ Status validate_gemm_call(const GemmCall& call) {
                          dtype_name(call.a.dtype), " (the dtype of ", n.a, ")");
   }
 
-  // The operands the epilogue uses, and no others.
-  const epigemm_epilogue_t e = call.epilogue;
-  const char* ename = epilogue_name(e);
-  if (epilogue_reads_bias(e) != call.has_bias) {
+  // The operands the epilogue's parts use, and no others (epilogue_parts.hpp).
+  const EpilogueParts parts = call.parts();
+  const std::string label = epilogue_label(call.epilogue, call.activation);
+  const char* ename = label.c_str();
+  if (parts.reads_bias() != call.has_bias) {
     return call.has_bias
                ? invalid(n.bias, " is set; epilogue ", ename, " does not read a bias (expected none)")
                : invalid(n.bias, " is missing; epilogue ", ename, " needs a bias of length gemm_m = ", call.gemm_m);
   }
-  const bool uses_aux = epilogue_reads_aux(e) || epilogue_writes_aux(e);
-  if (uses_aux != call.has_aux) {
+  if (parts.uses_aux() != call.has_aux) {
     return call.has_aux
                ? invalid(n.aux, " is set; epilogue ", ename, " does not use aux (expected none)")
                : invalid(n.aux, " is missing; epilogue ", ename, " needs aux of ", call.gemm_m,
-                         " x ", call.gemm_n);
+                         " x ", call.gemm_n, parts.writes_aux() ? " (out)" : " (in)");
   }
-  if (epilogue_writes_bias_grad(e) != call.has_bias_grad) {
+  if (parts.writes_bias_grad() != call.has_bias_grad) {
     return call.has_bias_grad
                ? invalid(n.bias_grad, " is set; epilogue ", ename, " does not write a bias gradient (expected none)")
                : invalid(n.bias_grad, " is missing; epilogue ", ename, " needs bias_grad of length ",
-                         bias_grad_length(call));
+                         parts.bias_grad_dimension(), " = ", call.bias_grad_length());
   }
   if (call.has_bias) {
     EPIGEMM_RETURN_IF_ERROR(check_vector(call.bias, n.bias));
@@ -218,9 +220,8 @@ Status validate_gemm_call(const GemmCall& call) {
   }
   if (call.has_bias_grad) {
     EPIGEMM_RETURN_IF_ERROR(check_vector(call.bias_grad, n.bias_grad));
-    const bool over_n = e == EPIGEMM_EPILOGUE_BGRADB;
     EPIGEMM_RETURN_IF_ERROR(check_extent(n.bias_grad, "elements", call.bias_grad.length,
-                                         bias_grad_length(call), over_n ? "gemm_n" : "gemm_m", ename));
+                                         call.bias_grad_length(), parts.bias_grad_dimension(), ename));
   }
 
   // One memory space for every operand.
@@ -242,14 +243,14 @@ Status validate_gemm_call(const GemmCall& call) {
   Span outputs[3];
   int output_count = 0;
   outputs[output_count++] = span_of(call.d, n.d);
-  if (call.has_aux && epilogue_writes_aux(e)) outputs[output_count++] = span_of(call.aux, n.aux);
+  if (call.has_aux && parts.writes_aux()) outputs[output_count++] = span_of(call.aux, n.aux);
   if (call.has_bias_grad) outputs[output_count++] = span_of(call.bias_grad, n.bias_grad);
   Span inputs[4];
   int input_count = 0;
   inputs[input_count++] = span_of(call.a, n.a);
   inputs[input_count++] = span_of(call.b, n.b);
   if (call.has_bias) inputs[input_count++] = span_of(call.bias, n.bias);
-  if (call.has_aux && epilogue_reads_aux(e)) inputs[input_count++] = span_of(call.aux, n.aux);
+  if (call.has_aux && parts.reads_aux()) inputs[input_count++] = span_of(call.aux, n.aux);
   for (int i = 0; i < output_count; ++i) {
     for (int j = 0; j < input_count; ++j) {
       if (overlap(outputs[i], inputs[j])) {

@@ -1,7 +1,8 @@
 /* epigemm.h from C99: every type and every function of the header, compiled with
  * -std=c99 -Wall -Wextra -pedantic -Werror, in a program that checks one small linear layer
  * (fprop, dgrad, wgrad through the layer calls, and the same fprop through the description call
- * and the classic call) against values computed here, on the reference backend.
+ * and the classic call; fprop and dgrad with other activations through the _act calls and a
+ * description with an activation; BGRADA) against values computed here, on the reference backend.
  * Shapes: X [tokens = 3, in = 4], W [out = 2, in = 4], Y [3, 2] (row-major, layer level). */
 #include <epigemm/epigemm.h>
 
@@ -46,6 +47,30 @@ static double gelu_grad(double x) {
   return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
 }
 
+/* relu, silu and gelu_erf (and silu'), from docs/conventions.md. */
+static double relu(double x) { return x < 0.0 ? 0.0 : x; }
+static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+static double silu_grad(double x) { return sigmoid(x) * (1.0 + x * (1.0 - sigmoid(x))); }
+static double gelu_erf(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
+
+/* dX [TOKENS, IN] = (dY W) * act'(pre_in) and bias_grad [IN] = sum over tokens of dX, against
+ * what a dgrad call wrote. */
+static void check_dgrad(const float *dy, const float *w, const float *pre_in, double (*act_grad)(double),
+                        const float *dx, const float *bias_grad, const char *what) {
+  int t, i, o;
+  for (i = 0; i < IN; ++i) {
+    double sum = 0.0;
+    for (t = 0; t < TOKENS; ++t) {
+      double g = 0.0;
+      for (o = 0; o < OUT; ++o) g += (double)dy[t * OUT + o] * w[o * IN + i];
+      g *= act_grad(pre_in[t * IN + i]);
+      sum += g;
+      check(close_to(dx[t * IN + i], g), what);
+    }
+    check(close_to(bias_grad[i], sum), what);
+  }
+}
+
 int main(void) {
   float x[TOKENS * IN] = {1, 2, 3, 4, -1, 0.5f, 0, 2, 0.25f, -2, 1, -0.5f};
   float w[OUT * IN] = {0.1f, -0.2f, 0.3f, 0.05f, -0.1f, 0.05f, 0.2f, -0.3f};
@@ -57,6 +82,12 @@ int main(void) {
   float pre_in[TOKENS * IN] = {0.1f, -0.2f, 1, 2, -1, 0, 0.5f, -3, 3, 0.7f, -0.7f, 0.01f};
   float dx[TOKENS * IN], bias_grad_in[IN], dw[OUT * IN], bias_grad_out[OUT];
   double expected_z[TOKENS * OUT];
+  float y_relu[TOKENS * OUT], pre_relu[TOKENS * OUT], y_erf[TOKENS * OUT], dx_silu[TOKENS * IN];
+  float bias_grad_silu[IN], w_row_sums[OUT], d_bgrada[OUT * TOKENS];
+  epigemm_activation_t activation = EPIGEMM_ACTIVATION_RELU;
+  epigemm_activation_t activations[5] = {EPIGEMM_ACTIVATION_IDENTITY, EPIGEMM_ACTIVATION_GELU_TANH,
+                                         EPIGEMM_ACTIVATION_GELU_ERF, EPIGEMM_ACTIVATION_RELU,
+                                         EPIGEMM_ACTIVATION_SILU};
   epigemm_dtype_t f32 = EPIGEMM_DTYPE_F32;
   epigemm_memory_t host = EPIGEMM_MEMORY_HOST;
   epigemm_tensor_t X = {x, EPIGEMM_DTYPE_F32, TOKENS, IN, IN, EPIGEMM_MEMORY_HOST};
@@ -70,9 +101,14 @@ int main(void) {
   epigemm_vector_t BIAS = {b, EPIGEMM_DTYPE_F32, OUT, EPIGEMM_MEMORY_HOST};
   epigemm_vector_t BGIN = {bias_grad_in, EPIGEMM_DTYPE_F32, IN, EPIGEMM_MEMORY_HOST};
   epigemm_vector_t BGOUT = {bias_grad_out, EPIGEMM_DTYPE_F32, OUT, EPIGEMM_MEMORY_HOST};
+  epigemm_tensor_t YR = {y_relu, EPIGEMM_DTYPE_F32, TOKENS, OUT, OUT, EPIGEMM_MEMORY_HOST};
+  epigemm_tensor_t PR = {pre_relu, EPIGEMM_DTYPE_F32, TOKENS, OUT, OUT, EPIGEMM_MEMORY_HOST};
+  epigemm_tensor_t DXS = {dx_silu, EPIGEMM_DTYPE_F32, TOKENS, IN, IN, EPIGEMM_MEMORY_HOST};
+  epigemm_vector_t BGS = {bias_grad_silu, EPIGEMM_DTYPE_F32, IN, EPIGEMM_MEMORY_HOST};
+  epigemm_vector_t WSUMS = {w_row_sums, EPIGEMM_DTYPE_F32, OUT, EPIGEMM_MEMORY_HOST};
   /* The same fprop in GEMM coordinates: A = W (in x out, ld in, transa = T),
    * B = X (in x tokens, ld in), D = Y (out x tokens, ld out). */
-  epigemm_matrix_t A, B, D, AUX, DC, AUXC;
+  epigemm_matrix_t A, B, D, AUX, DC, AUXC, DE, DB;
   epigemm_op_t transa = EPIGEMM_OP_T, transb = EPIGEMM_OP_N;
   epigemm_epilogue_t epilogue = EPIGEMM_EPILOGUE_GELU_AUX_BIAS;
   epigemm_backend_t backend = EPIGEMM_BACKEND_REFERENCE, used = EPIGEMM_BACKEND_AUTO;
@@ -92,6 +128,10 @@ int main(void) {
   DC.data = y_classic;
   AUXC = D;
   AUXC.data = pre_classic;
+  DE = D;
+  DE.data = y_erf;
+  DB = D;
+  DB.data = d_bgrada;
 
   printf("epigemm %d.%d.%d\n", EPIGEMM_VERSION_MAJOR, EPIGEMM_VERSION_MINOR, EPIGEMM_VERSION_PATCH);
   if (epigemm_context_create(&ctx) != EPIGEMM_STATUS_SUCCESS) return 1;
@@ -124,6 +164,19 @@ int main(void) {
          epigemm_epilogue_name(EPIGEMM_EPILOGUE_GELU_AUX_BIAS),
          epigemm_epilogue_name(EPIGEMM_EPILOGUE_DGELU), epigemm_epilogue_name(EPIGEMM_EPILOGUE_DGELU_BGRAD),
          epigemm_epilogue_name(EPIGEMM_EPILOGUE_BGRADB));
+  printf("new epilogues: %s %s %s; activations:", epigemm_epilogue_name(EPIGEMM_EPILOGUE_BGRADA),
+         epigemm_epilogue_name(EPIGEMM_EPILOGUE_ACT), epigemm_epilogue_name(EPIGEMM_EPILOGUE_ACT_BIAS));
+  for (i = 0; i < 5; ++i) printf(" %s", epigemm_activation_name(activations[i]));
+  printf("\n");
+  check(strcmp(epigemm_activation_name(EPIGEMM_ACTIVATION_GELU_ERF), "gelu_erf") == 0, "activation name");
+  check(strcmp(epigemm_activation_name(EPIGEMM_ACTIVATION_SILU), "silu") == 0, "activation name");
+  check(strcmp(epigemm_epilogue_name(EPIGEMM_EPILOGUE_BGRADA), "BGRADA") == 0, "epilogue name");
+  /* The ACT / DACT names are the GELU epilogues' values. */
+  check(EPIGEMM_EPILOGUE_ACT_AUX == EPIGEMM_EPILOGUE_GELU_AUX &&
+            EPIGEMM_EPILOGUE_ACT_AUX_BIAS == EPIGEMM_EPILOGUE_GELU_AUX_BIAS &&
+            EPIGEMM_EPILOGUE_DACT == EPIGEMM_EPILOGUE_DGELU &&
+            EPIGEMM_EPILOGUE_DACT_BGRAD == EPIGEMM_EPILOGUE_DGELU_BGRAD,
+        "ACT_AUX / ACT_AUX_BIAS / DACT / DACT_BGRAD alias the GELU epilogues");
   (void)EPIGEMM_MEMORY_DEVICE;
 
   /* ---- fprop through the layer call: Y = gelu(X W^T + b), pre = X W^T + b ---- */
@@ -174,17 +227,7 @@ int main(void) {
 
   /* ---- dgrad: dX = (dY W) * gelu'(pre_in), bias_grad_in = sum over tokens of dX ---- */
   check_status(ctx, epigemm_linear_dgrad(ctx, &DY, &W, &PIN, &BGIN, &DX, NULL, 0, NULL), "linear_dgrad");
-  for (i = 0; i < IN; ++i) {
-    double sum = 0.0;
-    for (t = 0; t < TOKENS; ++t) {
-      double g = 0.0;
-      for (o = 0; o < OUT; ++o) g += (double)dy[t * OUT + o] * w[o * IN + i];
-      g *= gelu_grad(pre_in[t * IN + i]);
-      sum += g;
-      check(close_to(dx[t * IN + i], g), "dgrad dX");
-    }
-    check(close_to(bias_grad_in[i], sum), "dgrad bias_grad");
-  }
+  check_dgrad(dy, w, pre_in, gelu_grad, dx, bias_grad_in, "dgrad dX and bias_grad");
 
   /* ---- wgrad: dW = dY^T X, bias_grad_out = sum over tokens of dY ---- */
   check_status(ctx, epigemm_linear_wgrad(ctx, &X, &DY, &DW, 0, &BGOUT, NULL, 0, NULL), "linear_wgrad");
@@ -199,7 +242,40 @@ int main(void) {
     }
   }
 
+  /* ---- fprop_act with relu (pre_act saved), dgrad_act with silu (with the bias gradient) ---- */
+  check_status(ctx, epigemm_linear_fprop_act(ctx, &X, &W, &BIAS, activation, &PR, &YR, NULL, 0, NULL),
+               "linear_fprop_act relu");
+  for (t = 0; t < TOKENS * OUT; ++t) {
+    check(close_to(pre_relu[t], expected_z[t]), "fprop_act pre_act");
+    check(close_to(y_relu[t], relu(expected_z[t])), "fprop_act relu Y");
+  }
+  check_status(ctx, epigemm_linear_dgrad_act(ctx, &DY, &W, EPIGEMM_ACTIVATION_SILU, &PIN, &BGS, &DXS, NULL, 0,
+                                             NULL),
+               "linear_dgrad_act silu");
+  check_dgrad(dy, w, pre_in, silu_grad, dx_silu, bias_grad_silu, "dgrad_act silu dX and bias_grad");
+
+  /* ---- a description with an activation (ACT_BIAS, gelu_erf), and BGRADA ---- */
+  check_status(ctx, epigemm_gemm_desc_set_epilogue(desc, EPIGEMM_EPILOGUE_ACT_BIAS), "set_epilogue ACT_BIAS");
+  check_status(ctx, epigemm_gemm_desc_set_activation(desc, EPIGEMM_ACTIVATION_GELU_ERF), "set_activation");
+  check_status(ctx, epigemm_gemm_desc_set_aux(desc, NULL), "set_aux NULL");
+  check_status(ctx, epigemm_gemm(ctx, desc, &A, &B, &DE, NULL, 0, NULL), "gemm ACT_BIAS gelu_erf");
+  for (t = 0; t < TOKENS * OUT; ++t) check(close_to(y_erf[t], gelu_erf(expected_z[t])), "ACT_BIAS gelu_erf D");
+  /* BGRADA: bias_grad[i] = sum_p op(A)[i, p]; op(A) = W [out, in] (A = W^T stored in x out). */
+  check_status(ctx, epigemm_gemm_desc_set_epilogue(desc, EPIGEMM_EPILOGUE_BGRADA), "set_epilogue BGRADA");
+  check_status(ctx, epigemm_gemm_desc_set_bias(desc, NULL), "set_bias NULL");
+  check_status(ctx, epigemm_gemm_desc_set_bias_grad(desc, &WSUMS), "set_bias_grad");
+  check_status(ctx, epigemm_gemm(ctx, desc, &A, &B, &DB, NULL, 0, NULL), "gemm BGRADA");
+  for (o = 0; o < OUT; ++o) {
+    double sum = 0.0;
+    for (i = 0; i < IN; ++i) sum += w[o * IN + i];
+    check(close_to(w_row_sums[o], sum), "BGRADA bias_grad");
+    for (t = 0; t < TOKENS; ++t) check(close_to(d_bgrada[o + t * OUT], expected_z[t * OUT + o] - b[o]), "BGRADA D");
+  }
+
   /* ---- a bad call: a status and a message, never a crash ---- */
+  status = epigemm_linear_fprop_act(ctx, &X, &W, &BIAS, (epigemm_activation_t)7, NULL, &YR, NULL, 0, NULL);
+  check(status == EPIGEMM_STATUS_INVALID_VALUE, "an activation of value 7 is refused");
+  check(strstr(epigemm_context_last_error(ctx), "activation") != NULL, "the message names the activation");
   BIAS.length = IN;
   status = epigemm_linear_fprop(ctx, &X, &W, &BIAS, &P, &Y, NULL, 0, NULL);
   check(status == EPIGEMM_STATUS_INVALID_VALUE, "a bias of in_features elements is refused");

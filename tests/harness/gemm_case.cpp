@@ -14,17 +14,36 @@ namespace {
 int64_t default_ld(int64_t rows) { return std::max<int64_t>(1, rows); }
 int64_t ld_or_default(int64_t ld, int64_t rows) { return ld > 0 ? ld : default_ld(rows); }
 
-bool epilogue_reads_bias(epigemm_epilogue_t e) {
-  return e == EPIGEMM_EPILOGUE_BIAS || e == EPIGEMM_EPILOGUE_GELU_AUX_BIAS;
-}
-bool epilogue_writes_aux(epigemm_epilogue_t e) {
-  return e == EPIGEMM_EPILOGUE_GELU_AUX || e == EPIGEMM_EPILOGUE_GELU_AUX_BIAS;
-}
-bool epilogue_reads_aux(epigemm_epilogue_t e) {
-  return e == EPIGEMM_EPILOGUE_DGELU || e == EPIGEMM_EPILOGUE_DGELU_BGRAD;
-}
-bool epilogue_writes_bias_grad(epigemm_epilogue_t e) {
-  return e == EPIGEMM_EPILOGUE_DGELU_BGRAD || e == EPIGEMM_EPILOGUE_BGRADB;
+// What each epilogue uses besides A, B and D, from the table of docs/conventions.md, written here
+// (the harness does not ask the library what its epilogues mean). bias_grad_along_n: BGRADB's
+// length gemm_n (the others' gemm_m).
+struct EpilogueUse {
+  bool bias = false, aux_in = false, aux_out = false, bias_grad = false, activation = false;
+  bool bias_grad_along_n = false;
+  const char* name = "";  // the structural name (ACT_AUX for the value GELU_AUX also has)
+};
+
+EpilogueUse use_of(epigemm_epilogue_t e) {
+  EpilogueUse u;
+  switch (e) {
+    case EPIGEMM_EPILOGUE_DEFAULT: u.name = "DEFAULT"; break;
+    case EPIGEMM_EPILOGUE_BIAS: u.name = "BIAS"; u.bias = true; break;
+    case EPIGEMM_EPILOGUE_ACT: u.name = "ACT"; u.activation = true; break;
+    case EPIGEMM_EPILOGUE_ACT_BIAS: u.name = "ACT_BIAS"; u.activation = u.bias = true; break;
+    case EPIGEMM_EPILOGUE_ACT_AUX: u.name = "ACT_AUX"; u.activation = u.aux_out = true; break;
+    case EPIGEMM_EPILOGUE_ACT_AUX_BIAS:
+      u.name = "ACT_AUX_BIAS";
+      u.activation = u.aux_out = u.bias = true;
+      break;
+    case EPIGEMM_EPILOGUE_DACT: u.name = "DACT"; u.activation = u.aux_in = true; break;
+    case EPIGEMM_EPILOGUE_DACT_BGRAD:
+      u.name = "DACT_BGRAD";
+      u.activation = u.aux_in = u.bias_grad = true;
+      break;
+    case EPIGEMM_EPILOGUE_BGRADB: u.name = "BGRADB"; u.bias_grad = u.bias_grad_along_n = true; break;
+    case EPIGEMM_EPILOGUE_BGRADA: u.name = "BGRADA"; u.bias_grad = true; break;
+  }
+  return u;
 }
 
 }  // namespace
@@ -32,7 +51,7 @@ bool epilogue_writes_bias_grad(epigemm_epilogue_t e) {
 // ---- GemmCase --------------------------------------------------------------------------------
 
 int64_t GemmCase::bias_grad_length() const {
-  return epilogue == EPIGEMM_EPILOGUE_BGRADB ? gemm_n : gemm_m;
+  return use_of(epilogue).bias_grad_along_n ? gemm_n : gemm_m;
 }
 
 GemmCase& GemmCase::padded(int64_t pad) {
@@ -43,12 +62,20 @@ GemmCase& GemmCase::padded(int64_t pad) {
   return *this;
 }
 
-bool GemmCase::has_bias() const { return epilogue_reads_bias(epilogue); }
-bool GemmCase::has_aux() const { return epilogue_writes_aux(epilogue) || epilogue_reads_aux(epilogue); }
-bool GemmCase::aux_is_output() const { return epilogue_writes_aux(epilogue); }
-bool GemmCase::has_bias_grad() const { return epilogue_writes_bias_grad(epilogue); }
+bool GemmCase::has_bias() const { return use_of(epilogue).bias; }
+bool GemmCase::has_aux() const { return use_of(epilogue).aux_in || use_of(epilogue).aux_out; }
+bool GemmCase::aux_is_output() const { return use_of(epilogue).aux_out; }
+bool GemmCase::has_bias_grad() const { return use_of(epilogue).bias_grad; }
+bool GemmCase::has_activation() const { return use_of(epilogue).activation; }
 
 std::string dtype_str(epigemm_dtype_t dtype) { return epigemm_dtype_name(dtype); }
+std::string epilogue_str(epigemm_epilogue_t epilogue) { return use_of(epilogue).name; }
+std::string activation_str(epigemm_activation_t activation) { return epigemm_activation_name(activation); }
+
+std::string epilogue_with_activation_str(epigemm_epilogue_t epilogue, epigemm_activation_t activation) {
+  if (!use_of(epilogue).activation) return epilogue_str(epilogue);
+  return epilogue_str(epilogue) + "(" + activation_str(activation) + ")";
+}
 
 std::string trans_str(epigemm_op_t transa, epigemm_op_t transb) {
   return std::string(transa == EPIGEMM_OP_T ? "T" : "N") + (transb == EPIGEMM_OP_T ? "T" : "N");
@@ -56,7 +83,7 @@ std::string trans_str(epigemm_op_t transa, epigemm_op_t transb) {
 
 std::string GemmCase::describe() const {
   std::ostringstream os;
-  os << "case: target=" << target.name() << " epilogue=" << epigemm_epilogue_name(epilogue)
+  os << "case: target=" << target.name() << " epilogue=" << epilogue_with_activation_str(epilogue, activation)
      << " trans=" << trans_str(transa, transb) << " A/B=" << dtype_str(ab_dtype)
      << " D=" << dtype_str(d_dtype);
   if (has_bias()) os << " bias=" << dtype_str(bias_dtype);
@@ -79,7 +106,7 @@ Operands Operands::make(const GemmCase& c) {
   Rng rng(c.seed);
   Operands ops;
   // acc = alpha * sum_p a b has standard deviation sigma = 1.5 when a, b ~ U(-s, s) with
-  // k s^4 / 9 = sigma^2: GELU's interesting range, whatever gemm_k.
+  // k s^4 / 9 = sigma^2: the activations' curved range, whatever gemm_k.
   const double sigma = 1.5;
   const double s = std::sqrt(3.0 * sigma / std::sqrt(double(std::max<int64_t>(c.gemm_k, 1))));
   ops.a = Tensor(c.ab_dtype, c.a_rows(), c.a_cols(), ld_or_default(c.lda, c.a_rows()), c.misaligned);
@@ -145,6 +172,7 @@ Desc make_desc(const GemmCase& c, const OperandViews& v, epigemm_backend_t backe
   EXPECT_EQ(epigemm_gemm_desc_set_transpose(raw, c.transa, c.transb), EPIGEMM_STATUS_SUCCESS);
   EXPECT_EQ(epigemm_gemm_desc_set_scalars(raw, c.alpha, c.beta), EPIGEMM_STATUS_SUCCESS);
   EXPECT_EQ(epigemm_gemm_desc_set_epilogue(raw, c.epilogue), EPIGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(epigemm_gemm_desc_set_activation(raw, c.activation), EPIGEMM_STATUS_SUCCESS);
   if (c.has_bias()) {
     EXPECT_EQ(epigemm_gemm_desc_set_bias(raw, &v.bias), EPIGEMM_STATUS_SUCCESS);
   }

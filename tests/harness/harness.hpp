@@ -10,10 +10,11 @@
 //               epigemm_gemm with a description, or any other entry point via an Invoke), and
 //               the check that the requested backend ran
 //   check_case  the oracle and the comparison: for the reference backend an independent naive
-//               computation written here (double, long-double GELU, straight from SPEC §2), for
-//               every other backend the reference backend's outputs on copies of the same
-//               inputs; one tolerance table; every output element written, nothing outside an
-//               output touched, no input changed, no NaN the expected result does not have.
+//               computation written here (double, activations in long double, straight from
+//               SPEC §2 and docs/conventions.md), for every other backend the reference
+//               backend's outputs on copies of the same inputs; one tolerance table; every output
+//               element written, nothing outside an output touched, no input changed, no NaN the
+//               expected result does not have.
 //
 // Every failure message carries the case's description with its seed; EPIGEMM_TEST_SEED=<base>
 // with the same --gtest_filter replays it.
@@ -191,6 +192,9 @@ class Stream {
 struct GemmCase {
   Target target{EPIGEMM_BACKEND_REFERENCE, EPIGEMM_MEMORY_HOST};
   epigemm_epilogue_t epilogue = EPIGEMM_EPILOGUE_DEFAULT;
+  // The description's activation (set on every description, also for the epilogues that apply
+  // none and must ignore it). gelu_tanh, the library's default, keeps the GELU epilogues' meaning.
+  epigemm_activation_t activation = EPIGEMM_ACTIVATION_GELU_TANH;
   epigemm_op_t transa = EPIGEMM_OP_N, transb = EPIGEMM_OP_N;
   epigemm_dtype_t ab_dtype = EPIGEMM_DTYPE_F32;  // A and B
   epigemm_dtype_t d_dtype = EPIGEMM_DTYPE_F32;
@@ -214,21 +218,25 @@ struct GemmCase {
   int64_t a_cols() const { return transa == EPIGEMM_OP_N ? gemm_k : gemm_m; }
   int64_t b_rows() const { return transb == EPIGEMM_OP_N ? gemm_k : gemm_n; }
   int64_t b_cols() const { return transb == EPIGEMM_OP_N ? gemm_n : gemm_k; }
-  // DGELU_BGRAD reduces over gemm_n (length gemm_m), BGRADB over gemm_k (length gemm_n).
+  // DACT_BGRAD reduces over gemm_n and BGRADA over gemm_k (length gemm_m), BGRADB over gemm_k
+  // (length gemm_n).
   int64_t bias_grad_length() const;
   // Sets every leading dimension to its default plus `pad` (a different odd amount for each).
   GemmCase& padded(int64_t pad);
 
+  // What the epilogue reads and writes besides A, B and D (docs/conventions.md, "Epilogues"),
+  // from the harness's own table (gemm_case.cpp), not the library's.
   bool has_bias() const;
   bool has_aux() const;
   bool aux_is_output() const;
   bool has_bias_grad() const;
+  bool has_activation() const;  // ACT, ACT_BIAS, ACT_AUX(_BIAS), DACT(_BGRAD)
 
   std::string describe() const;  // every field, the seed and the replay hint
 };
 
-// The buffers of one case. Inputs are random (values of a scale that keeps GELU in its
-// interesting range: acc and aux mostly within [-4, 4]); outputs poisoned.
+// The buffers of one case. Inputs are random (values of a scale that keeps the activations in
+// their curved range: acc and aux mostly within [-4, 4]); outputs poisoned.
 struct Operands {
   Tensor a, b, d, bias, aux, bias_grad;
 
@@ -280,13 +288,31 @@ CaseRun run_case(epigemm_context_t ctx, const GemmCase& c, const Invoke& invoke 
 
 // ---- expected values -------------------------------------------------------------------------
 
-// gelu_tanh and its derivative, from SPEC §2, in long double with tanhl.
-long double golden_gelu(long double x);
-long double golden_gelu_grad(long double x);
+// The activations and their derivatives, written here from docs/conventions.md ("Activations")
+// in long double (tanhl, erfcl, expl), independent of the library's functors.
+long double golden_activation(epigemm_activation_t activation, long double x);
+long double golden_activation_grad(epigemm_activation_t activation, long double x);
 
-// The terms of gelu'(x) in absolute value, 0.5 (1 + tanh(u)) + |0.5 x (1 - tanh(u)^2) ...|: the
-// scale of the rounding error of any evaluation of gelu'(x), also where gelu'(x) itself is ~0.
-long double golden_gelu_grad_terms(long double x);
+// The terms of act'(x) in absolute value (gelu_tanh: 0.5 (1 + tanh(u)) + |0.5 x (1 - tanh(u)^2)
+// ...|): the scale of the rounding error of any evaluation of act'(x), also where act'(x) is ~0.
+long double golden_activation_grad_terms(epigemm_activation_t activation, long double x);
+
+// How far act moves for a small error of its argument near x: |act'(x)|, except for relu, whose
+// derivative jumps at 0 (an argument within rounding of 0 may fall on either side): 1, its
+// Lipschitz constant.
+long double golden_activation_sensitivity(epigemm_activation_t activation, long double x);
+
+// An expected value with its magnitude (see Expected).
+struct ValueAndMagnitude {
+  double value, magnitude;
+};
+// act(z), where z is known within rounding relative to z_magnitude: the error of z scaled by the
+// activation's sensitivity, plus the evaluation's own, relative to act(z).
+ValueAndMagnitude expected_activation(epigemm_activation_t activation, double z, double z_magnitude);
+// acc * act'(x) for an exact x (a saved pre-activation): the error of acc scaled by |act'(x)|,
+// plus |acc| times the evaluation's own error scale (golden_activation_grad_terms).
+ValueAndMagnitude expected_times_activation_grad(epigemm_activation_t activation, double acc,
+                                                 double acc_magnitude, double x);
 
 // Expected outputs, column-major dense (ld = gemm_m), before rounding to their storage dtypes,
 // each with its magnitude: the sum of the absolute values of the terms the element is made of
@@ -364,8 +390,13 @@ bool run_layer_call(epigemm_context_t ctx, const Target& target, const std::vect
                     int64_t tokens, int64_t in_features, int64_t out_features,
                     epigemm_dtype_t dtype, const LayerCall& call);
 
-// Short names for test names: "f32", "NT", "GELU_AUX_BIAS".
+// Short names for test names: "f32", "NT", "ACT_AUX_BIAS" (the structural name: values 2-5 are
+// the GELU epilogues' under their ACT / DACT names), "relu".
 std::string dtype_str(epigemm_dtype_t dtype);
 std::string trans_str(epigemm_op_t transa, epigemm_op_t transb);
+std::string epilogue_str(epigemm_epilogue_t epilogue);
+std::string activation_str(epigemm_activation_t activation);
+// "ACT_AUX_BIAS(relu)" for an epilogue with an activation, "BGRADB" for one without.
+std::string epilogue_with_activation_str(epigemm_epilogue_t epilogue, epigemm_activation_t activation);
 
 }  // namespace epigemm_test

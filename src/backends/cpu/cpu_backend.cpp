@@ -88,11 +88,12 @@ WorkspacePlan plan_workspace(const GemmCall& call, const CpuBackendOptions& opti
     plan.a_block = round_up(size_t(m * plan.k_block) * sizeof(float));
     plan.b_block = round_up(size_t(plan.k_block * plan.panel_columns) * sizeof(float));
   }
-  if (has_product && epilogue_reads_bias(call.epilogue) && call.bias.dtype != EPIGEMM_DTYPE_F32) {
+  const EpilogueParts parts = call.parts();
+  if (has_product && parts.reads_bias() && call.bias.dtype != EPIGEMM_DTYPE_F32) {
     plan.bias = round_up(size_t(m) * sizeof(float));
   }
-  if (epilogue_writes_bias_grad(call.epilogue) && call.bias_grad.dtype != EPIGEMM_DTYPE_F32) {
-    plan.sums = round_up(size_t(bias_grad_length(call)) * sizeof(float));
+  if (parts.writes_bias_grad() && call.bias_grad.dtype != EPIGEMM_DTYPE_F32) {
+    plan.sums = round_up(size_t(call.bias_grad_length()) * sizeof(float));
   }
   return plan;
 }
@@ -168,7 +169,8 @@ class CpuBackend final : public Backend {
   Status run(const GemmCall& call) override;
 
  private:
-  void sum_panel_of_op_b(const GemmCall& call, int64_t j0, int64_t width, float* sums) const;
+  void sum_lines(const Matrix& x, bool lines_are_columns, int64_t first, int64_t count,
+                 int64_t length, float* sums) const;
   Status panel_product(const GemmCall& call, const WorkspacePlan& plan, char* workspace,
                        int64_t j0, int64_t width, float* acc, int64_t ld_acc,
                        const float* gemm_bias, bool* bias_added) const;
@@ -198,38 +200,44 @@ std::string CpuBackend::description() const {
   return text;
 }
 
-// BGRADB: sums[j] = sum over p of op(B)[p, j0 + j], j < width. Each sum is taken by one thread in a
-// fixed order, so the result does not depend on the thread count.
-void CpuBackend::sum_panel_of_op_b(const GemmCall& call, int64_t j0, int64_t width,
-                                   float* sums) const {
-  const int64_t k = call.gemm_k;
-  const size_t size = dtype_size(call.b.dtype);
-  const bool parallel = width * k >= kParallelElements;
-  if (call.transb == EPIGEMM_OP_N) {
-    // B is k x n: column j of op(B) is column j of B, contiguous; tasks of 16 columns.
+// The bias gradient of an operand: sums[l] = the sum of line first + l of x over its `length`
+// elements, l < count, where a line is a column of x (lines_are_columns: contiguous) or a row
+// (strided by ld). BGRADB sums the columns of op(B) (B's columns when transb = N, its rows when
+// T), BGRADA the rows of op(A) (A's rows when transa = N, its columns when T). Each sum is taken
+// by one thread in a fixed order, so the result does not depend on the thread count.
+void CpuBackend::sum_lines(const Matrix& x, bool lines_are_columns, int64_t first, int64_t count,
+                           int64_t length, float* sums) const {
+  if (length == 0) {  // empty sums; x may have no data at all
+    std::fill(sums, sums + count, 0.0f);
+    return;
+  }
+  const size_t size = dtype_size(x.dtype);
+  const bool parallel = count * length >= kParallelElements;
+  if (lines_are_columns) {
+    // Column l is contiguous: tasks of 16 columns.
     constexpr int64_t kColumnsPerTask = 16;
-    const int64_t tasks = (width + kColumnsPerTask - 1) / kColumnsPerTask;
+    const int64_t tasks = (count + kColumnsPerTask - 1) / kColumnsPerTask;
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t t = 0; t < tasks; ++t) {
-      const int64_t first = j0 + t * kColumnsPerTask;
-      const int64_t count = std::min(kColumnsPerTask, j0 + width - first);
-      const char* column = static_cast<const char*>(call.b.data) + first * call.b.ld * int64_t(size);
-      kernels_.sum_columns(column, call.b.dtype, call.b.ld, k, count, sums + (first - j0));
+      const int64_t begin = t * kColumnsPerTask;
+      const int64_t columns = std::min(kColumnsPerTask, count - begin);
+      const char* column = static_cast<const char*>(x.data) + (first + begin) * x.ld * int64_t(size);
+      kernels_.sum_columns(column, x.dtype, x.ld, length, columns, sums + begin);
     }
     return;
   }
-  // B is n x k (the wgrad's dY: out_features x tokens): column j of op(B) is row j of B. One task
-  // per thread, of a multiple of 64 rows, each reading long contiguous runs of every column of B
-  // (sum_rows); tasks of 16 rows read one cache line per column and ran at a third of the speed.
+  // Row l is strided (e.g. the wgrad's dY as out_features x tokens). One task per thread, of a
+  // multiple of 64 rows, each reading long contiguous runs of every column (sum_rows); tasks of
+  // 16 rows read one cache line per column and ran at a third of the speed.
   const int64_t team = std::max(1, omp_get_max_threads());
-  const int64_t per_task = std::max<int64_t>(64, (width + team - 1) / team + 63) / 64 * 64;
-  const int64_t tasks = (width + per_task - 1) / per_task;
+  const int64_t per_task = std::max<int64_t>(64, (count + team - 1) / team + 63) / 64 * 64;
+  const int64_t tasks = (count + per_task - 1) / per_task;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t t = 0; t < tasks; ++t) {
-    const int64_t first = j0 + t * per_task;
-    const int64_t count = std::min(per_task, j0 + width - first);
-    const char* rows = static_cast<const char*>(call.b.data) + first * int64_t(size);
-    kernels_.sum_rows(rows, call.b.dtype, call.b.ld, count, k, sums + (first - j0));
+    const int64_t begin = t * per_task;
+    const int64_t rows = std::min(per_task, count - begin);
+    const char* row = static_cast<const char*>(x.data) + (first + begin) * int64_t(size);
+    kernels_.sum_rows(row, x.dtype, x.ld, rows, length, sums + begin);
   }
 }
 
@@ -302,12 +310,15 @@ Status CpuBackend::panel_product(const GemmCall& call, const WorkspacePlan& plan
   }
   // BIAS with beta = 0: acc is filled with the bias and the GEMM adds to it (beta = 1): acc +
   // bias with one rounding, as the pass would compute it, and no pass at all when D is fp32 (the
-  // fill writes D once; a pass would read and write it). GELU_AUX_BIAS is not filled: its GELU
-  // pass, bound by its arithmetic, adds the bias and stores aux for next to nothing, while the
-  // fill is a pass over memory of its own (measured 2026-11-30: GELU_AUX_BIAS with the fill cost
-  // 4-5% more than GELU_AUX on (1024, 768, 3072), docs/dev/cpu_backend.md).
-  const bool fill_bias = !overwrite && call.beta == 0.0f && gemm_bias != nullptr &&
-                         call.epilogue == EPIGEMM_EPILOGUE_BIAS;
+  // fill writes D once; a pass would read and write it). An epilogue with an activation is not
+  // filled: its pass, bound by the activation's arithmetic, adds the bias (and stores aux) for
+  // next to nothing, while the fill is a pass over memory of its own (measured 2026-11-30:
+  // GELU_AUX_BIAS with the fill cost 4-5% more than GELU_AUX on (1024, 768, 3072),
+  // docs/dev/cpu_backend.md).
+  const EpilogueParts parts = call.parts();
+  const bool bias_only = parts.reads_bias() && parts.activation == EPIGEMM_ACTIVATION_IDENTITY &&
+                         !parts.uses_aux();
+  const bool fill_bias = !overwrite && call.beta == 0.0f && gemm_bias != nullptr && bias_only;
   const float gemm_beta = fill_bias ? 1.0f : call.beta;
   if (fill_bias || (call.beta != 0.0f && !d_is_acc)) {
 #pragma omp parallel for schedule(static) if (parallel)
@@ -366,22 +377,27 @@ Status CpuBackend::run(const GemmCall& call) {
   const size_t bias_offset = plan.acc_panel + plan.a_block + plan.b_block;
   const size_t sums_offset = bias_offset + plan.bias;
 
-  const int64_t m = call.gemm_m, n = call.gemm_n;
-  const epigemm_epilogue_t e = call.epilogue;
+  const int64_t m = call.gemm_m, n = call.gemm_n, k = call.gemm_k;
+  const EpilogueParts parts = call.parts();
+  const bool row_sums_of_g = parts.bias_grad == BiasGradPart::rows_of_gradient;
 
   // The bias-gradient sums in fp32: bias_grad itself when it is fp32, else the workspace.
-  // BGRADB takes each column sum whole (in double inside the kernel); DGELU_BGRAD adds panel by
-  // panel (all zeros when gemm_n = 0).
+  // BGRADB and BGRADA take each sum whole (in double inside the kernel); the rows of g are added
+  // panel by panel (all zeros when gemm_n = 0).
   float* sums = nullptr;
-  if (epilogue_writes_bias_grad(e)) {
+  if (parts.writes_bias_grad()) {
     sums = call.bias_grad.dtype == EPIGEMM_DTYPE_F32
                ? static_cast<float*>(call.bias_grad.data)
                : reinterpret_cast<float*>(workspace + sums_offset);
-    if (e == EPIGEMM_EPILOGUE_DGELU_BGRAD) std::fill(sums, sums + m, 0.0f);
+    if (row_sums_of_g) std::fill(sums, sums + m, 0.0f);
+  }
+  // BGRADA does not depend on the product: the rows of op(A), written even when D is empty.
+  if (parts.bias_grad == BiasGradPart::rows_of_a) {
+    sum_lines(call.a, call.transa == EPIGEMM_OP_T, 0, m, k, sums);
   }
 
   const float* bias = nullptr;
-  if (epilogue_reads_bias(e) && m > 0 && n > 0) {
+  if (parts.reads_bias() && m > 0 && n > 0) {
     if (call.bias.dtype == EPIGEMM_DTYPE_F32) {
       bias = static_cast<const float*>(call.bias.data);
     } else {
@@ -392,18 +408,21 @@ Status CpuBackend::run(const GemmCall& call) {
   }
 
   const int64_t team = std::max(1, omp_get_max_threads());
-  // GELU_AUX(_BIAS) with an fp32 aux and beta = 0: the GEMM writes acc (with the bias where the
-  // matmul primitive adds it, see panel_product) straight into aux, and the pass reads it once
-  // and writes D (and, for GELU_AUX_BIAS on dnnl_sgemm, z = acc + bias back into aux, in place):
-  // 8 bytes per element instead of 12 (read acc in D, rewrite D, write aux).
-  const bool acc_in_aux = options_.acc_in_aux &&
-                          (e == EPIGEMM_EPILOGUE_GELU_AUX || e == EPIGEMM_EPILOGUE_GELU_AUX_BIAS) &&
+  // A forward epilogue that writes aux, with an fp32 aux and beta = 0: the GEMM writes acc (with
+  // the bias where the matmul primitive adds it, see panel_product) straight into aux, and the
+  // pass reads it once and writes D (and, where the bias is still to add, z = acc + bias back
+  // into aux, in place): 8 bytes per element instead of 12 (read acc in D, rewrite D, write aux).
+  const bool acc_in_aux = options_.acc_in_aux && parts.writes_aux() &&
                           call.aux.dtype == EPIGEMM_DTYPE_F32 && call.beta == 0.0f;
 
-  for (int64_t j0 = 0; j0 < n; j0 += plan.panel_columns) {
+  // When gemm_m = 0 only BGRADB has something to write; the panels are then its sums alone.
+  const bool panels = m > 0 || parts.bias_grad == BiasGradPart::columns_of_b;
+  for (int64_t j0 = 0; panels && j0 < n; j0 += plan.panel_columns) {
     const int64_t width = std::min(plan.panel_columns, n - j0);
     // BGRADB does not depend on gemm_m: written even when D is empty.
-    if (e == EPIGEMM_EPILOGUE_BGRADB) sum_panel_of_op_b(call, j0, width, sums + j0);
+    if (parts.bias_grad == BiasGradPart::columns_of_b) {
+      sum_lines(call.b, call.transb == EPIGEMM_OP_N, j0, width, k, sums + j0);
+    }
     if (m == 0) continue;
 
     float* acc = reinterpret_cast<float*>(workspace);
@@ -420,20 +439,16 @@ Status CpuBackend::run(const GemmCall& call) {
         panel_product(call, plan, workspace, j0, width, acc, ld_acc, bias, &bias_added));
     // What is left once the GEMM has run: the bias may be in acc already, and D = acc needs no
     // pass of its own when D is fp32.
-    epigemm_epilogue_t remaining = e;
-    if (bias_added && e == EPIGEMM_EPILOGUE_BIAS) remaining = EPIGEMM_EPILOGUE_DEFAULT;
-    if (bias_added && e == EPIGEMM_EPILOGUE_GELU_AUX_BIAS) remaining = EPIGEMM_EPILOGUE_GELU_AUX;
-    if (call.d.dtype == EPIGEMM_DTYPE_F32 && (remaining == EPIGEMM_EPILOGUE_DEFAULT ||
-                                              remaining == EPIGEMM_EPILOGUE_BGRADB)) {
-      continue;
-    }
+    EpilogueParts remaining = parts;
+    if (bias_added) remaining.bias = BiasPart::none;
+    if (call.d.dtype == EPIGEMM_DTYPE_F32 && remaining.d_is_acc()) continue;
 
-    // Tasks: DGELU_BGRAD splits the rows (each row's sum then runs over the panel's columns in
+    // Tasks: the rows of g split the rows (each row's sum then runs over the panel's columns in
     // order on one thread, whatever the split); the other epilogues split the columns, so that
     // every task streams down whole contiguous columns.
-    // DGELU_BGRAD takes one task per thread: the longest contiguous run down each column (a
+    // The row sums take one task per thread: the longest contiguous run down each column (a
     // thread's rows), where 4 tasks per thread made runs of 96 rows on (1024, 768, 3072).
-    const bool split_rows = remaining == EPIGEMM_EPILOGUE_DGELU_BGRAD;
+    const bool split_rows = row_sums_of_g;
     const int64_t extent = split_rows ? m : width;
     const int64_t split = split_rows ? team : team * kTasksPerThread;
     const int64_t per_task = std::max<int64_t>(1, (extent + split - 1) / split);
@@ -457,13 +472,13 @@ Status CpuBackend::run(const GemmCall& call) {
         block.ld_aux = call.aux.ld;
         block.aux_holds_acc = acc_in_aux;
       }
-      if (e == EPIGEMM_EPILOGUE_DGELU_BGRAD) block.row_sums = sums + r0;
+      if (row_sums_of_g) block.row_sums = sums + r0;
       kernels_.apply(remaining, block);
     }
   }
 
   if (sums != nullptr && call.bias_grad.dtype != EPIGEMM_DTYPE_F32) {
-    const int64_t length = bias_grad_length(call);
+    const int64_t length = call.bias_grad_length();
     for (int64_t i = 0; i < length; ++i) {
       store_from_float(call.bias_grad.data, call.bias_grad.dtype, i, sums[i]);
     }

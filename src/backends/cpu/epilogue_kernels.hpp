@@ -1,5 +1,6 @@
 // The cpu backend's hand-written kernels: the epilogues of docs/conventions.md applied to a block
-// of the fp32 accumulator, the bias-gradient sums of BGRADB, and fp16/bf16 -> fp32 conversion.
+// of the fp32 accumulator (one instantiation per activation functor and structure of parts), the
+// bias-gradient sums of an operand (BGRADB, BGRADA), and fp16/bf16 -> fp32 conversion.
 // Three builds of the same templates (epilogue_kernels_impl.hpp): 16-wide AVX-512, 8-wide
 // AVX2/FMA/F16C, and a portable one-float-at-a-time build; select_epilogue_kernels() picks the
 // widest the CPU's flags allow.
@@ -9,6 +10,7 @@
 
 #include <cstdint>
 
+#include "core/epilogue_parts.hpp"
 #include "epigemm/epigemm.h"
 
 namespace epigemm {
@@ -23,13 +25,14 @@ struct EpilogueBlock {
   void* d = nullptr;  // out, in d_dtype (may alias acc when D is fp32)
   epigemm_dtype_t d_dtype = EPIGEMM_DTYPE_F32;
   int64_t ld_d = 0;
-  const float* bias = nullptr;  // BIAS, GELU_AUX_BIAS: rows entries, fp32
-  void* aux = nullptr;          // out for GELU_AUX(_BIAS), in for DGELU(_BGRAD)
+  const float* bias = nullptr;  // per-row bias: rows entries, fp32
+  void* aux = nullptr;          // out: the pre-activation (forward), in: a saved one (backward)
   epigemm_dtype_t aux_dtype = EPIGEMM_DTYPE_F32;
   int64_t ld_aux = 0;
-  // GELU_AUX: acc is aux itself (the GEMM wrote the pre-activation there), so aux is not stored.
+  // Forward with aux written: acc is aux itself (the GEMM wrote the pre-activation there), so aux
+  // is stored only where the pass adds a bias to it (z = acc + bias, in place).
   bool aux_holds_acc = false;
-  // DGELU_BGRAD: row_sums[i] += sum over the block's columns of g[i, j], rows entries. The
+  // Rows of the gradient: row_sums[i] += sum over the block's columns of g[i, j], rows entries. The
   // block's columns are summed first in double, in column order, and the sum added to
   // row_sums[i] in double and rounded once: so the order of additions for a row depends on the
   // panel width only, and a call of one panel gives the correctly rounded double sum.
@@ -38,8 +41,10 @@ struct EpilogueBlock {
 
 struct EpilogueKernels {
   const char* name;  // "avx512", "avx2" or "scalar"
-  // The epilogue on one block (DEFAULT and BGRADB only copy acc into D's dtype).
-  void (*apply)(epigemm_epilogue_t epilogue, const EpilogueBlock& block);
+  // The element-wise parts of an epilogue on one block: bias, activation (forward, with aux
+  // written) or its derivative (backward, aux read), the row sums of g. With none of them it
+  // copies acc into D's dtype. parts.bias_grad other than rows_of_gradient is not the block's.
+  void (*apply)(const EpilogueParts& parts, const EpilogueBlock& block);
   // dst[i] = src[i] as fp32, count contiguous elements.
   void (*to_float)(const void* src, epigemm_dtype_t dtype, int64_t count, float* dst);
   // BGRADB with op(B) = B: sums[j] = sum over p < length of src[p + j ld], j < cols (summed in
@@ -49,9 +54,10 @@ struct EpilogueKernels {
   // BGRADB with op(B) = B^T: sums[r] = sum over p < cols of src[r + p ld], r < rows.
   void (*sum_rows)(const void* src, epigemm_dtype_t dtype, int64_t ld, int64_t rows,
                    int64_t cols, float* sums);
-  // gelu[i] = gelu_tanh(x[i]), gelu_grad[i] = gelu_tanh_grad(x[i]) in this build's lanes (tests
-  // compare the builds over a dense sweep of x).
-  void (*gelu_tanh_values)(const float* x, int64_t count, float* gelu, float* gelu_grad);
+  // value[i] = act(x[i]), derivative[i] = act'(x[i]) in this build's lanes (tests compare the
+  // builds with the scalar functors over a dense sweep of x).
+  void (*activation_values)(epigemm_activation_t activation, const float* x, int64_t count,
+                            float* value, float* derivative);
 };
 
 const EpilogueKernels& scalar_epilogue_kernels();

@@ -5,8 +5,9 @@
 // be merged by the linker into the portable build.
 //
 // Ops provides: V (the lane type), width (lanes in V), load/store of V from/to float, Half and
-// BFloat16 storage (unaligned), the V arithmetic that src/core/epilogue_math.hpp needs
-// (gelu_tanh<V>, gelu_tanh_grad<V>), and for the bias-gradient sums Wide (width doubles):
+// BFloat16 storage (unaligned), the V arithmetic that the activation functors of
+// src/core/epilogue_math.hpp need (exp, erfc and is_nan found for V by argument-dependent lookup,
+// where, < and >), and for the bias-gradient sums Wide (width doubles):
 // wide_zero(), add_wide(Wide, V), store_wide(double*, Wide), wide_lane_sum(Wide) (the lanes
 // added in a fixed order). The sums are taken in double: a bias gradient sums up to tokens
 // (16k+) terms that largely cancel, where fp32 accumulation loses digits the fp32 tolerance of
@@ -80,51 +81,83 @@ typename Ops::V exp_lanes(typename Ops::V x) {
   return Ops::scale_by_two_to(p, n);
 }
 
+// erfc on the lanes of a SIMD build, from exp_lanes: the Chebyshev fit of Numerical Recipes
+// (erfcc), erfc(z) = t exp(-z^2 - 1.26551223 + t P(t)) with t = 1 / (1 + z / 2) for z >= 0, whose
+// fractional error is below 1.2e-7 everywhere; erfc(x) = 2 - erfc(-x) for x < 0. In fp32 the
+// exponent's own rounding (about an ulp of z^2) adds a relative error near 1e-7 z^2 in the far
+// tail, where erfc is below 1e-7 of its largest value. NaN stays NaN (t and the exponent are NaN).
+template <class Ops>
+typename Ops::V erfc_lanes(typename Ops::V x) {
+  using V = typename Ops::V;
+  const V z = where(x < V(0.0f), V(0.0f) - x, x);
+  const V t = V(1.0f) / Ops::fma(V(0.5f), z, V(1.0f));
+  V p = V(0.17087277f);
+  p = Ops::fma(p, t, V(-0.82215223f));
+  p = Ops::fma(p, t, V(1.48851587f));
+  p = Ops::fma(p, t, V(-1.13520398f));
+  p = Ops::fma(p, t, V(0.27886807f));
+  p = Ops::fma(p, t, V(-0.18628806f));
+  p = Ops::fma(p, t, V(0.09678418f));
+  p = Ops::fma(p, t, V(0.37409196f));
+  p = Ops::fma(p, t, V(1.00002368f));
+  p = Ops::fma(p, t, V(-1.26551223f));
+  const V upper = t * exp_lanes<Ops>(p - z * z);
+  return where(x < V(0.0f), V(2.0f) - upper, upper);
+}
+
+// The structure of an epilogue's element-wise work, as compile-time flags: a bias per row, aux
+// written (forward) or read (backward), and the row sums of g (backward only).
+template <bool kBias, AuxPart kAux, bool kRowSums>
+struct BlockStructure {
+  static constexpr bool bias = kBias;
+  static constexpr bool writes_aux = kAux == AuxPart::write_preactivation;
+  static constexpr bool backward = kAux == AuxPart::read_preactivation;
+  static constexpr bool uses_aux = kAux != AuxPart::none;
+  static constexpr bool row_sums = kRowSums;
+};
+
 // One block, D stored as DStorage, aux as AuxStorage (float when the epilogue has no aux).
-template <class Ops, epigemm_epilogue_t E, class DStorage, class AuxStorage>
+//   forward:  z = acc (+ bias[i]); aux = z (when written); D = Act::forward(z)
+//   backward: g = acc * Act::derivative(aux); D = g; row_sums[i] += sum_j g[i, j]
+// With the identity and no bias this is D = acc, a copy into D's dtype.
+template <class Ops, class Structure, class Act, class DStorage, class AuxStorage>
 void apply_block(const EpilogueBlock& b) {
   using V = typename Ops::V;
   constexpr int64_t W = Ops::width;
-  constexpr bool kRowSums = E == EPIGEMM_EPILOGUE_DGELU_BGRAD;
-  constexpr bool kWritesAux =
-      E == EPIGEMM_EPILOGUE_GELU_AUX || E == EPIGEMM_EPILOGUE_GELU_AUX_BIAS;
-  constexpr bool kReadsAux = E == EPIGEMM_EPILOGUE_DGELU || E == EPIGEMM_EPILOGUE_DGELU_BGRAD;
-  // Every epilogue walks down whole columns of the block (the contiguous direction), DGELU_BGRAD
-  // in chunks of 1024 rows whose row sums (8 KB of doubles) stay in L1 across the columns.
+  // Every epilogue walks down whole columns of the block (the contiguous direction), the row sums
+  // in chunks of 1024 rows whose sums (8 KB of doubles) stay in L1 across the columns.
   constexpr int64_t kChunkVectors = 1024 / W;
-  const int64_t chunk_rows = kRowSums ? kChunkVectors * W : (b.rows > 0 ? b.rows : 1);
+  const int64_t chunk_rows = Structure::row_sums ? kChunkVectors * W : (b.rows > 0 ? b.rows : 1);
   DStorage* const d = static_cast<DStorage*>(b.d);
+  // The pass stores aux unless the GEMM already wrote z there (acc in aux, no bias to add).
+  const bool store_aux = Structure::writes_aux && (!b.aux_holds_acc || Structure::bias);
 
   for (int64_t i0 = 0; i0 < b.rows; i0 += chunk_rows) {
     const int64_t i1 = lesser<Ops>(i0 + chunk_rows, b.rows);
-    typename Ops::Wide sums[kChunkVectors];
+    typename Ops::Wide sums[Structure::row_sums ? kChunkVectors : 1];
     for (auto& s : sums) s = Ops::wide_zero();
     for (int64_t j = 0; j < b.cols; ++j) {
       const float* acc_col = b.acc + j * b.ld_acc;
       DStorage* d_col = d + j * b.ld_d;
       AuxStorage* aux_col = nullptr;
-      if constexpr (kWritesAux || kReadsAux) aux_col = static_cast<AuxStorage*>(b.aux) + j * b.ld_aux;
+      if constexpr (Structure::uses_aux) aux_col = static_cast<AuxStorage*>(b.aux) + j * b.ld_aux;
       for (int64_t i = i0; i < i1; i += W) {
         const int64_t count = lesser<Ops>(W, i1 - i);
         const V acc = load_lanes<Ops>(acc_col + i, count);
-        V out = acc;  // DEFAULT, BGRADB: D = acc
-        if constexpr (E == EPIGEMM_EPILOGUE_BIAS) {
-          out = acc + load_lanes<Ops>(b.bias + i, count);
-        } else if constexpr (E == EPIGEMM_EPILOGUE_GELU_AUX) {
-          if (!b.aux_holds_acc) store_lanes<Ops>(aux_col + i, count, acc);
-          out = gelu_tanh<V>(acc);
-        } else if constexpr (E == EPIGEMM_EPILOGUE_GELU_AUX_BIAS) {
-          const V z = acc + load_lanes<Ops>(b.bias + i, count);
-          store_lanes<Ops>(aux_col + i, count, z);
-          out = gelu_tanh<V>(z);
-        } else if constexpr (kReadsAux) {
-          out = acc * gelu_tanh_grad<V>(load_lanes<Ops>(aux_col + i, count));
-          if constexpr (kRowSums) sums[(i - i0) / W] = Ops::add_wide(sums[(i - i0) / W], out);
+        V out;
+        if constexpr (Structure::backward) {
+          out = acc * Act::derivative(load_lanes<Ops>(aux_col + i, count));
+          if constexpr (Structure::row_sums) sums[(i - i0) / W] = Ops::add_wide(sums[(i - i0) / W], out);
+        } else {
+          V z = acc;
+          if constexpr (Structure::bias) z = acc + load_lanes<Ops>(b.bias + i, count);
+          if (store_aux) store_lanes<Ops>(aux_col + i, count, z);
+          out = Act::forward(z);
         }
         store_lanes<Ops>(d_col + i, count, out);
       }
     }
-    if constexpr (kRowSums) {
+    if constexpr (Structure::row_sums) {
       // Padded lanes summed zeros (acc = 0); only the block's rows are added.
       for (int64_t v = 0; v < kChunkVectors && i0 + v * W < i1; ++v) {
         double lanes[W];
@@ -138,42 +171,51 @@ void apply_block(const EpilogueBlock& b) {
   }
 }
 
-template <class Ops, epigemm_epilogue_t E, class DStorage>
+template <class Ops, class Structure, class Act, class DStorage>
 void apply_with_d(const EpilogueBlock& b) {
-  constexpr bool kAux = E == EPIGEMM_EPILOGUE_GELU_AUX || E == EPIGEMM_EPILOGUE_GELU_AUX_BIAS ||
-                        E == EPIGEMM_EPILOGUE_DGELU || E == EPIGEMM_EPILOGUE_DGELU_BGRAD;
-  if constexpr (kAux) {
+  if constexpr (Structure::uses_aux) {
     switch (b.aux_dtype) {
-      case EPIGEMM_DTYPE_F16: return apply_block<Ops, E, DStorage, Half>(b);
-      case EPIGEMM_DTYPE_BF16: return apply_block<Ops, E, DStorage, BFloat16>(b);
-      default: return apply_block<Ops, E, DStorage, float>(b);
+      case EPIGEMM_DTYPE_F32: return apply_block<Ops, Structure, Act, DStorage, float>(b);
+      case EPIGEMM_DTYPE_F16: return apply_block<Ops, Structure, Act, DStorage, Half>(b);
+      case EPIGEMM_DTYPE_BF16: return apply_block<Ops, Structure, Act, DStorage, BFloat16>(b);
     }
   } else {
-    return apply_block<Ops, E, DStorage, float>(b);
+    return apply_block<Ops, Structure, Act, DStorage, float>(b);
   }
 }
 
-template <class Ops, epigemm_epilogue_t E>
-void apply_with_epilogue(const EpilogueBlock& b) {
+template <class Ops, class Structure, class Act>
+void apply_with_structure(const EpilogueBlock& b) {
   switch (b.d_dtype) {
-    case EPIGEMM_DTYPE_F16: return apply_with_d<Ops, E, Half>(b);
-    case EPIGEMM_DTYPE_BF16: return apply_with_d<Ops, E, BFloat16>(b);
-    default: return apply_with_d<Ops, E, float>(b);
+    case EPIGEMM_DTYPE_F32: return apply_with_d<Ops, Structure, Act, float>(b);
+    case EPIGEMM_DTYPE_F16: return apply_with_d<Ops, Structure, Act, Half>(b);
+    case EPIGEMM_DTYPE_BF16: return apply_with_d<Ops, Structure, Act, BFloat16>(b);
+  }
+}
+
+// The parts' structure as template flags: the combinations the epilogue table makes (a bias
+// only forward, row sums only backward); the activation is identity where the epilogue has none.
+template <class Ops, class Act>
+void apply_with_activation(const EpilogueParts& parts, const EpilogueBlock& b) {
+  const bool row_sums = parts.bias_grad == BiasGradPart::rows_of_gradient;
+  switch (parts.aux) {
+    case AuxPart::none:
+      if (parts.reads_bias()) return apply_with_structure<Ops, BlockStructure<true, AuxPart::none, false>, Act>(b);
+      return apply_with_structure<Ops, BlockStructure<false, AuxPart::none, false>, Act>(b);
+    case AuxPart::write_preactivation:
+      if (parts.reads_bias()) {
+        return apply_with_structure<Ops, BlockStructure<true, AuxPart::write_preactivation, false>, Act>(b);
+      }
+      return apply_with_structure<Ops, BlockStructure<false, AuxPart::write_preactivation, false>, Act>(b);
+    case AuxPart::read_preactivation:
+      if (row_sums) return apply_with_structure<Ops, BlockStructure<false, AuxPart::read_preactivation, true>, Act>(b);
+      return apply_with_structure<Ops, BlockStructure<false, AuxPart::read_preactivation, false>, Act>(b);
   }
 }
 
 template <class Ops>
-void apply(epigemm_epilogue_t epilogue, const EpilogueBlock& b) {
-  switch (epilogue) {
-    case EPIGEMM_EPILOGUE_BIAS: return apply_with_epilogue<Ops, EPIGEMM_EPILOGUE_BIAS>(b);
-    case EPIGEMM_EPILOGUE_GELU_AUX: return apply_with_epilogue<Ops, EPIGEMM_EPILOGUE_GELU_AUX>(b);
-    case EPIGEMM_EPILOGUE_GELU_AUX_BIAS:
-      return apply_with_epilogue<Ops, EPIGEMM_EPILOGUE_GELU_AUX_BIAS>(b);
-    case EPIGEMM_EPILOGUE_DGELU: return apply_with_epilogue<Ops, EPIGEMM_EPILOGUE_DGELU>(b);
-    case EPIGEMM_EPILOGUE_DGELU_BGRAD:
-      return apply_with_epilogue<Ops, EPIGEMM_EPILOGUE_DGELU_BGRAD>(b);
-    default: return apply_with_epilogue<Ops, EPIGEMM_EPILOGUE_DEFAULT>(b);
-  }
+void apply(const EpilogueParts& parts, const EpilogueBlock& b) {
+  visit_activation(parts.activation, [&](auto act) { apply_with_activation<Ops, decltype(act)>(parts, b); });
 }
 
 template <class Ops, class Storage>
@@ -190,7 +232,7 @@ void to_float(const void* src, epigemm_dtype_t dtype, int64_t count, float* dst)
     case EPIGEMM_DTYPE_F16: return to_float_typed<Ops>(static_cast<const Half*>(src), count, dst);
     case EPIGEMM_DTYPE_BF16:
       return to_float_typed<Ops>(static_cast<const BFloat16*>(src), count, dst);
-    default: return to_float_typed<Ops>(static_cast<const float*>(src), count, dst);
+    case EPIGEMM_DTYPE_F32: return to_float_typed<Ops>(static_cast<const float*>(src), count, dst);
   }
 }
 
@@ -214,7 +256,8 @@ void sum_columns(const void* src, epigemm_dtype_t dtype, int64_t ld, int64_t len
       return sum_columns_typed<Ops>(static_cast<const Half*>(src), ld, length, cols, sums);
     case EPIGEMM_DTYPE_BF16:
       return sum_columns_typed<Ops>(static_cast<const BFloat16*>(src), ld, length, cols, sums);
-    default: return sum_columns_typed<Ops>(static_cast<const float*>(src), ld, length, cols, sums);
+    case EPIGEMM_DTYPE_F32:
+      return sum_columns_typed<Ops>(static_cast<const float*>(src), ld, length, cols, sums);
   }
 }
 
@@ -257,24 +300,28 @@ void sum_rows(const void* src, epigemm_dtype_t dtype, int64_t ld, int64_t rows, 
       return sum_rows_typed<Ops>(static_cast<const Half*>(src), ld, rows, cols, sums);
     case EPIGEMM_DTYPE_BF16:
       return sum_rows_typed<Ops>(static_cast<const BFloat16*>(src), ld, rows, cols, sums);
-    default: return sum_rows_typed<Ops>(static_cast<const float*>(src), ld, rows, cols, sums);
+    case EPIGEMM_DTYPE_F32: return sum_rows_typed<Ops>(static_cast<const float*>(src), ld, rows, cols, sums);
   }
 }
 
 template <class Ops>
-void gelu_tanh_values(const float* x, int64_t count, float* gelu, float* gelu_grad) {
-  for (int64_t i = 0; i < count; i += Ops::width) {
-    const int64_t n = lesser<Ops>(Ops::width, count - i);
-    const typename Ops::V v = load_lanes<Ops>(x + i, n);
-    store_lanes<Ops>(gelu + i, n, gelu_tanh<typename Ops::V>(v));
-    store_lanes<Ops>(gelu_grad + i, n, gelu_tanh_grad<typename Ops::V>(v));
-  }
+void activation_values(epigemm_activation_t activation, const float* x, int64_t count, float* value,
+                       float* derivative) {
+  visit_activation(activation, [&](auto act) {
+    using Act = decltype(act);
+    for (int64_t i = 0; i < count; i += Ops::width) {
+      const int64_t n = lesser<Ops>(Ops::width, count - i);
+      const typename Ops::V v = load_lanes<Ops>(x + i, n);
+      store_lanes<Ops>(value + i, n, Act::forward(v));
+      store_lanes<Ops>(derivative + i, n, Act::derivative(v));
+    }
+  });
 }
 
 template <class Ops>
 constexpr EpilogueKernels make_kernels(const char* name) {
   return EpilogueKernels{name,           &apply<Ops>,    &to_float<Ops>,
-                         &sum_columns<Ops>, &sum_rows<Ops>, &gelu_tanh_values<Ops>};
+                         &sum_columns<Ops>, &sum_rows<Ops>, &activation_values<Ops>};
 }
 
 }  // namespace epilogue_kernels_impl

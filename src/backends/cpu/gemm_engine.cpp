@@ -15,15 +15,21 @@
 namespace epigemm {
 
 bool cpu_gemm_engine_available(CpuGemmEngine engine) {
-  switch (engine) {
 #if defined(EPIGEMM_CPU_WITH_ONEDNN)
-    case CpuGemmEngine::onednn: return true;
+  constexpr bool kOnednn = true;
+#else
+  constexpr bool kOnednn = false;
 #endif
 #if defined(EPIGEMM_CPU_WITH_OPENBLAS)
-    case CpuGemmEngine::openblas: return true;
+  constexpr bool kOpenblas = true;
+#else
+  constexpr bool kOpenblas = false;
 #endif
-    default: return false;
+  switch (engine) {
+    case CpuGemmEngine::onednn: return kOnednn;
+    case CpuGemmEngine::openblas: return kOpenblas;
   }
+  return false;
 }
 
 CpuGemmEngine default_cpu_gemm_engine() {

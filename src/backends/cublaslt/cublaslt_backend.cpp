@@ -1,6 +1,14 @@
 // The cublaslt backend: one cublasLtMatmul per call, the epilogue fused by cuBLASLt.
 //
-// What it declines (the dispatcher then routes the call to `cuda`), and why:
+// It runs only the epilogues cuBLASLt computes with our meaning (docs/conventions.md), by their
+// parts (core/epilogue_parts.hpp): DEFAULT, BIAS, BGRADB, BGRADA; with gelu_tanh (cuBLASLt's GELU
+// is the tanh form) ACT, ACT_BIAS, ACT_AUX, ACT_AUX_BIAS, DACT, DACT_BGRAD; with relu ACT and
+// ACT_BIAS (its RELU_AUX writes a bit mask, not the pre-activation). An activation epilogue with
+// the identity is the epilogue without it where the parts say so (ACT(identity) is DEFAULT,
+// ACT_BIAS(identity) is BIAS); the others with the identity, and every other activation, are
+// declined with the reason (cublaslt_epilogue.hpp).
+//
+// What else it declines (the dispatcher then routes the call to `cuda`), and why:
 //   - empty problems (gemm_m, gemm_n or gemm_k = 0): cuBLASLt rejects k = 0 and our degenerate
 //     semantics (docs/conventions.md) are simpler to keep in one backend;
 //   - pointers not 16-byte aligned, leading dimensions whose rows are not a multiple of 16 bytes,
@@ -23,9 +31,11 @@
 #include <string>
 #include <tuple>
 
+#include "backends/cublaslt/cublaslt_epilogue.hpp"
 #include "backends/cublaslt/cublaslt_preference.hpp"
 #include "core/backend.hpp"
 #include "core/names.hpp"
+#include "core/cuda_dtype.hpp"
 #include "core/numeric.hpp"
 
 namespace epigemm {
@@ -34,26 +44,6 @@ namespace {
 // cuBLASLt's recommended workspace on Hopper; reported by workspace_bytes() for every call.
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 constexpr uintptr_t kAlignment = 16;
-
-cudaDataType_t cuda_type(epigemm_dtype_t t) {
-  switch (t) {
-    case EPIGEMM_DTYPE_F16: return CUDA_R_16F;
-    case EPIGEMM_DTYPE_BF16: return CUDA_R_16BF;
-    default: return CUDA_R_32F;
-  }
-}
-
-cublasLtEpilogue_t lt_epilogue(epigemm_epilogue_t e) {
-  switch (e) {
-    case EPIGEMM_EPILOGUE_BIAS: return CUBLASLT_EPILOGUE_BIAS;
-    case EPIGEMM_EPILOGUE_GELU_AUX: return CUBLASLT_EPILOGUE_GELU_AUX;
-    case EPIGEMM_EPILOGUE_GELU_AUX_BIAS: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-    case EPIGEMM_EPILOGUE_DGELU: return CUBLASLT_EPILOGUE_DGELU;
-    case EPIGEMM_EPILOGUE_DGELU_BGRAD: return CUBLASLT_EPILOGUE_DGELU_BGRAD;
-    case EPIGEMM_EPILOGUE_BGRADB: return CUBLASLT_EPILOGUE_BGRADB;
-    default: return CUBLASLT_EPILOGUE_DEFAULT;
-  }
-}
 
 bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kAlignment == 0; }
 bool ld_aligned(const Matrix& m) {
@@ -65,14 +55,14 @@ bool ld_aligned(const Matrix& m) {
 using PlanKey = std::tuple<int64_t, int64_t, int64_t,            // gemm_m, gemm_n, gemm_k
                            int64_t, int64_t, int64_t, int64_t,   // lda, ldb, ldd, ld aux
                            int, int, int, int, int, int,         // dtypes a, d, bias, aux, bias_grad, tf32
-                           int, int, int, int>;                  // transa, transb, epilogue, beta != 0
+                           int, int, int, int>;                  // transa, transb, cuBLASLt epilogue, beta != 0
 
 PlanKey plan_key(const GemmCall& c) {
   const bool tf32 = c.allow_tf32 && c.a.dtype == EPIGEMM_DTYPE_F32;
   return PlanKey(c.gemm_m, c.gemm_n, c.gemm_k, c.a.ld, c.b.ld, c.d.ld, c.has_aux ? c.aux.ld : 0,
                  int(c.a.dtype), int(c.d.dtype), c.has_bias ? int(c.bias.dtype) : -1,
                  c.has_aux ? int(c.aux.dtype) : -1, c.has_bias_grad ? int(c.bias_grad.dtype) : -1,
-                 int(tf32), int(c.transa), int(c.transb), int(c.epilogue), int(c.beta != 0.0f));
+                 int(tf32), int(c.transa), int(c.transb), int(lt_epilogue(c).value), int(c.beta != 0.0f));
 }
 
 // The cuBLASLt objects of one case. Owned by the backend's cache, destroyed with the context.
@@ -138,7 +128,7 @@ Status create_descriptors(const GemmCall& call, Plan* p) {
   const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const cublasOperation_t ta = call.transa == EPIGEMM_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = call.transb == EPIGEMM_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasLtEpilogue_t epilogue = lt_epilogue(call.epilogue);
+  const cublasLtEpilogue_t epilogue = lt_epilogue(call).value;
   cublasStatus_t status = cublasLtMatmulDescCreate(&p->matmul, compute, CUDA_R_32F);
   if (status != CUBLAS_STATUS_SUCCESS) return lt_error("cublasLtMatmulDescCreate", "compute type 32F", status);
   EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_SET(p->matmul, CUBLASLT_MATMUL_DESC_TRANSA, ta));
@@ -146,13 +136,13 @@ Status create_descriptors(const GemmCall& call, Plan* p) {
   EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_SET(p->matmul, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue));
   // The bias / bias-gradient and aux dtypes are always set explicitly, never left to default.
   if (call.has_bias || call.has_bias_grad) {
-    const int32_t bias_type = cuda_type(call.has_bias ? call.bias.dtype : call.bias_grad.dtype);
+    const int32_t bias_type = cuda_data_type(call.has_bias ? call.bias.dtype : call.bias_grad.dtype);
     const void* bias_pointer = call.has_bias ? call.bias.data : call.bias_grad.data;
     EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_SET(p->matmul, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type));
     EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_SET(p->matmul, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias_pointer));
   }
   if (call.has_aux) {
-    const int32_t aux_type = cuda_type(call.aux.dtype);
+    const int32_t aux_type = cuda_data_type(call.aux.dtype);
     const int64_t aux_ld = call.aux.ld;
     const void* aux_pointer = call.aux.data;
     EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_SET(p->matmul, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, aux_type));
@@ -167,7 +157,7 @@ Status create_descriptors(const GemmCall& call, Plan* p) {
   };
   for (const Layout& l : {Layout{&p->layout_a, call.a, "A"}, Layout{&p->layout_b, call.b, "B"},
                           Layout{&p->layout_d, call.d, "D"}}) {
-    status = cublasLtMatrixLayoutCreate(l.layout, cuda_type(l.matrix.dtype), uint64_t(l.matrix.rows),
+    status = cublasLtMatrixLayoutCreate(l.layout, cuda_data_type(l.matrix.dtype), uint64_t(l.matrix.rows),
                                         uint64_t(l.matrix.cols), l.matrix.ld);
     if (status != CUBLAS_STATUS_SUCCESS) return lt_error("cublasLtMatrixLayoutCreate", l.name, status);
   }
@@ -234,6 +224,8 @@ class CublasLtBackend final : public Backend {
 
 Support CublasLtBackend::supports(const GemmCall& call) const {
   if (call.memory() != EPIGEMM_MEMORY_DEVICE) return Support::no("operands are in host memory");
+  const LtEpilogue epilogue = lt_epilogue(call);
+  if (!epilogue.found) return Support::no(epilogue.why_not);
   if (call.gemm_m == 0 || call.gemm_n == 0 || call.gemm_k == 0) {
     return Support::no("an empty dimension (gemm_m, gemm_n or gemm_k is 0)");
   }
@@ -251,7 +243,7 @@ Support CublasLtBackend::supports(const GemmCall& call) const {
     return Support::no("bias_grad is unaligned or its dtype differs from D's");
   }
   if (call.has_aux && call.aux.dtype != call.d.dtype) return Support::no("the aux dtype differs from D's");
-  if (epilogue_reads_aux(call.epilogue) && call.d.dtype == EPIGEMM_DTYPE_F32) {
+  if (call.parts().reads_aux() && call.d.dtype == EPIGEMM_DTYPE_F32) {
     return Support::no("cuBLASLt's fp32 dGELU is outside the fp32 tolerance (about 1e-5 relative)");
   }
   const Plan& plan = plan_for(call);
@@ -289,11 +281,11 @@ Status CublasLtBackend::find_algorithm(const GemmCall& call, Plan* p) const {
       handle_, p->matmul, p->layout_a, p->layout_b, p->layout_d, p->layout_d, guard.preference, 1,
       &result, &returned);
   if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) {
-    return lt_error("cublasLtMatmulAlgoGetHeuristic", epilogue_name(call.epilogue), status);
+    return lt_error("cublasLtMatmulAlgoGetHeuristic", epilogue_label(call.epilogue, call.activation).c_str(), status);
   }
   if (status != CUBLAS_STATUS_SUCCESS || returned == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
     return error(EPIGEMM_STATUS_NOT_SUPPORTED, "cuBLASLt has no algorithm for ",
-                 epilogue_name(call.epilogue), " with these dtypes and layouts");
+                 epilogue_label(call.epilogue, call.activation), " with these dtypes and layouts");
   }
   p->algo = result.algo;
   return Status();

@@ -1,13 +1,16 @@
 // The `cuda` backend: cuBLAS GEMM + epigemm's epilogue kernels (docs/cuda_backend.md).
 //
-// A call, in GEMM coordinates (docs/conventions.md, "Layout"):
-//   1. BGRADB: bias_grad[j] = sum over p of op(B)[p, j], independent of the GEMM; by default on
-//      a second stream, concurrent with it, joined back to the caller's stream with an event.
+// A call, in GEMM coordinates (docs/conventions.md, "Layout"), with the epilogue's parts
+// (core/epilogue_parts.hpp):
+//   1. BGRADB / BGRADA: bias_grad = the sums over p of op(B)'s columns / op(A)'s rows,
+//      independent of the GEMM; by default on a second stream, concurrent with it, joined back to
+//      the caller's stream with an event.
 //   2. acc = alpha op(A) op(B) + beta D_old by cublasGemmEx into either D itself or an fp32
 //      gemm_m x gemm_n intermediate in the workspace (CudaBackendOptions::fp32_intermediate).
 //      BIAS with beta = 0: D = bias broadcast first, then the GEMM with beta = 1 adds acc to it
 //      (CudaBackendOptions::bias_through_gemm_beta), and step 3 is not needed.
-//   3. One epilogue kernel reading acc and writing D (and aux / bias-gradient partials).
+//   3. One tile kernel for the epilogue's parts and activation, reading acc and writing D (and
+//      aux / bias-gradient partials).
 // Everything is ordered on the caller's stream (the second stream only between a fork and a join
 // on it): no allocation, no host synchronization, no device-to-host copy, so a call can be
 // captured into a CUDA graph.
@@ -21,6 +24,7 @@
 #include <string>
 
 #include "backends/cuda/epilogue_kernels.hpp"
+#include "core/cuda_dtype.hpp"
 #include "core/numeric.hpp"
 
 namespace epigemm {
@@ -35,30 +39,47 @@ size_t round_up(size_t bytes) {
   return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
 }
 
-cudaDataType_t cuda_type(epigemm_dtype_t dtype) {
-  switch (dtype) {
-    case EPIGEMM_DTYPE_F16: return CUDA_R_16F;
-    case EPIGEMM_DTYPE_BF16: return CUDA_R_16BF;
-    default: return CUDA_R_32F;
-  }
-}
-
 cublasOperation_t cublas_op(epigemm_op_t op) { return op == EPIGEMM_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
-bool epilogue_computes_on_acc(epigemm_epilogue_t e) {
-  return e == EPIGEMM_EPILOGUE_BIAS || e == EPIGEMM_EPILOGUE_GELU_AUX ||
-         e == EPIGEMM_EPILOGUE_GELU_AUX_BIAS || e == EPIGEMM_EPILOGUE_DGELU ||
-         e == EPIGEMM_EPILOGUE_DGELU_BGRAD;
+// BIAS's parts (also ACT_BIAS with the identity): the only epilogue the GEMM's beta can carry.
+bool adds_bias_only(const EpilogueParts& parts) {
+  return parts.reads_bias() && parts.activation == EPIGEMM_ACTIVATION_IDENTITY &&
+         !parts.uses_aux() && !parts.backward() && !parts.writes_bias_grad();
 }
 
-cuda::TileOp tile_op_of(epigemm_epilogue_t e) {
-  switch (e) {
-    case EPIGEMM_EPILOGUE_BIAS: return cuda::TileOp::bias;
-    case EPIGEMM_EPILOGUE_GELU_AUX: return cuda::TileOp::gelu_aux;
-    case EPIGEMM_EPILOGUE_GELU_AUX_BIAS: return cuda::TileOp::gelu_aux_bias;
-    case EPIGEMM_EPILOGUE_DGELU: return cuda::TileOp::dgelu;
-    default: return cuda::TileOp::dgelu_bgrad;
+// The sums over p of an operand, op(X) = op(B) for BGRADB (bias_grad[j] = sum_p op(B)[p, j]) or
+// op(A) for BGRADA (bias_grad[i] = sum_p op(A)[i, p]), as the stored matrix sees them: either
+// along its rows (the tile kernel's row sums, strided) or down its columns (column sums,
+// contiguous). `length` sums of `terms` terms each.
+struct OperandSums {
+  const Matrix* x = nullptr;
+  bool along_rows = false;  // X stored length x terms: bias_grad[r] = sum_c X[r, c]
+  int64_t length = 0;
+  int64_t terms = 0;
+};
+
+OperandSums operand_sums(const GemmCall& call) {
+  OperandSums sums;
+  switch (call.parts().bias_grad) {
+    case BiasGradPart::columns_of_b:
+      // transb = T: B is stored gemm_n x gemm_k (wgrad: dY as out x tokens), sum each row;
+      // transb = N: B is stored gemm_k x gemm_n, sum each column.
+      sums.x = &call.b;
+      sums.along_rows = call.transb == EPIGEMM_OP_T;
+      sums.length = call.gemm_n;
+      break;
+    case BiasGradPart::rows_of_a:
+      // transa = N: A is stored gemm_m x gemm_k, sum each row; transa = T: A is stored
+      // gemm_k x gemm_m, sum each column.
+      sums.x = &call.a;
+      sums.along_rows = call.transa == EPIGEMM_OP_N;
+      sums.length = call.gemm_m;
+      break;
+    case BiasGradPart::none:
+    case BiasGradPart::rows_of_gradient: break;
   }
+  sums.terms = call.gemm_k;
+  return sums;
 }
 
 #define EPIGEMM_CUDA_CHECK(expr)                                                          \
@@ -122,17 +143,16 @@ class CudaBackend final : public Backend {
   // contract's D = acc + bias with one rounding: beta = 0 (D_old is not part of acc), the bias
   // stored in D without rounding (same dtype, or D fp32), and a GEMM that runs (k > 0).
   bool bias_through_beta(const GemmCall& call) const {
-    return options_.bias_through_gemm_beta && call.epilogue == EPIGEMM_EPILOGUE_BIAS &&
-           call.beta == 0.0f && call.gemm_k > 0 &&
-           (call.bias.dtype == call.d.dtype || call.d.dtype == EPIGEMM_DTYPE_F32);
+    return options_.bias_through_gemm_beta && adds_bias_only(call.parts()) && call.beta == 0.0f &&
+           call.gemm_k > 0 && (call.bias.dtype == call.d.dtype || call.d.dtype == EPIGEMM_DTYPE_F32);
   }
   bool uses_fp32_intermediate(const GemmCall& call) const {
     return options_.fp32_intermediate && call.d.dtype != EPIGEMM_DTYPE_F32 &&
-           epilogue_computes_on_acc(call.epilogue) && !bias_through_beta(call);
+           call.parts().computes_on_acc() && !bias_through_beta(call);
   }
   int64_t partial_elements(const GemmCall& call) const;
   WorkspaceLayout layout(const GemmCall& call) const;
-  Status bias_grad_of_b(const GemmCall& call, float* partials, cudaStream_t stream) const;
+  Status sums_of_operand(const GemmCall& call, float* partials, cudaStream_t stream) const;
   Status gemm(const GemmCall& call, float beta, void* out, epigemm_dtype_t out_dtype,
               int64_t ld_out, void* cublas_workspace, cudaStream_t stream);
 
@@ -183,12 +203,15 @@ Status CudaBackend::init() {
 }
 
 int64_t CudaBackend::partial_elements(const GemmCall& call) const {
-  if (call.epilogue == EPIGEMM_EPILOGUE_DGELU_BGRAD) {
-    return cuda::row_partial_elements(tuning_, cuda::TileOp::dgelu_bgrad, call.gemm_m, call.gemm_n);
+  const EpilogueParts parts = call.parts();
+  if (parts.bias_grad == BiasGradPart::rows_of_gradient) {
+    return cuda::row_partial_elements(tuning_, cuda::TileOp::dact_bgrad, parts.activation, call.gemm_m,
+                                      call.gemm_n);
   }
-  if (call.epilogue == EPIGEMM_EPILOGUE_BGRADB && call.transb == EPIGEMM_OP_T) {
-    // op(B) = B^T: B is stored gemm_n x gemm_k and bias_grad[j] is the sum of B's row j.
-    return cuda::row_partial_elements(tuning_, cuda::TileOp::row_sums, call.gemm_n, call.gemm_k);
+  const OperandSums sums = operand_sums(call);
+  if (sums.x != nullptr && sums.along_rows) {
+    return cuda::row_partial_elements(tuning_, cuda::TileOp::row_sums, EPIGEMM_ACTIVATION_IDENTITY,
+                                      sums.length, sums.terms);
   }
   return 0;
 }
@@ -217,29 +240,28 @@ WorkspaceLayout CudaBackend::layout(const GemmCall& call) const {
   return ws;
 }
 
-// BGRADB: bias_grad[j] = sum over p < gemm_k of op(B)[p, j], j < gemm_n.
-Status CudaBackend::bias_grad_of_b(const GemmCall& call, float* partials, cudaStream_t stream) const {
-  const int64_t n = call.gemm_n, k = call.gemm_k;
+// BGRADB / BGRADA: bias_grad = the sums over p < gemm_k of op(B)'s columns / op(A)'s rows.
+Status CudaBackend::sums_of_operand(const GemmCall& call, float* partials, cudaStream_t stream) const {
+  const OperandSums sums = operand_sums(call);
   const Vector& out = call.bias_grad;
-  if (n == 0) return Status();
-  if (k == 0) {  // an empty sum
-    return cuda::launch_scale_copy(nullptr, out.dtype, n, out.data, out.dtype, n, n, 1, 0.0f,
-                                   false, stream);
+  if (sums.length == 0) return Status();
+  if (sums.terms == 0) {  // empty sums
+    return cuda::launch_scale_copy(nullptr, out.dtype, sums.length, out.data, out.dtype, sums.length,
+                                   sums.length, 1, 0.0f, false, stream);
   }
-  if (call.transb == EPIGEMM_OP_T) {
-    // B is stored gemm_n x gemm_k (wgrad: dY as out x tokens); sum each row over its columns.
+  if (sums.along_rows) {
     cuda::TileArgs args;
-    args.rows = n;
-    args.cols = k;
-    args.acc = call.b.data;
-    args.acc_dtype = call.b.dtype;
-    args.ld_acc = call.b.ld;
+    args.rows = sums.length;
+    args.cols = sums.terms;
+    args.acc = sums.x->data;
+    args.acc_dtype = sums.x->dtype;
+    args.ld_acc = sums.x->ld;
     args.row_partials = partials;
-    return cuda::launch_tile_kernel(tuning_, cuda::TileOp::row_sums, args, out.data, out.dtype, stream);
+    return cuda::launch_tile_kernel(tuning_, cuda::TileOp::row_sums, EPIGEMM_ACTIVATION_IDENTITY, args,
+                                    out.data, out.dtype, stream);
   }
-  // B is stored gemm_k x gemm_n: each column is contiguous.
-  return cuda::launch_column_sums(call.b.data, call.b.dtype, k, n, call.b.ld, out.data, out.dtype,
-                                  stream);
+  return cuda::launch_column_sums(sums.x->data, sums.x->dtype, sums.terms, sums.length, sums.x->ld,
+                                  out.data, out.dtype, stream);
 }
 
 // out = alpha op(A) op(B) + beta out (beta is the call's, or 1 when D holds the bias already).
@@ -258,28 +280,28 @@ Status CudaBackend::gemm(const GemmCall& call, float beta, void* out, epigemm_dt
     // the benchmark uses, so both get the same heuristic's choice.
     EPIGEMM_CUBLAS_CHECK(cublasGemmEx(
         handle_, cublas_op(call.transa), cublas_op(call.transb), int(call.gemm_m), int(call.gemm_n),
-        int(call.gemm_k), &alpha, call.a.data, cuda_type(call.a.dtype), int(call.a.ld), call.b.data,
-        cuda_type(call.b.dtype), int(call.b.ld), &beta, out, cuda_type(out_dtype), int(ld_out),
+        int(call.gemm_k), &alpha, call.a.data, cuda_data_type(call.a.dtype), int(call.a.ld), call.b.data,
+        cuda_data_type(call.b.dtype), int(call.b.ld), &beta, out, cuda_data_type(out_dtype), int(ld_out),
         compute, CUBLAS_GEMM_DEFAULT));
     return Status();
   }
   EPIGEMM_CUBLAS_CHECK(cublasGemmEx_64(
       handle_, cublas_op(call.transa), cublas_op(call.transb), call.gemm_m, call.gemm_n, call.gemm_k,
-      &alpha, call.a.data, cuda_type(call.a.dtype), call.a.ld, call.b.data, cuda_type(call.b.dtype),
-      call.b.ld, &beta, out, cuda_type(out_dtype), ld_out, compute, CUBLAS_GEMM_DEFAULT));
+      &alpha, call.a.data, cuda_data_type(call.a.dtype), call.a.ld, call.b.data, cuda_data_type(call.b.dtype),
+      call.b.ld, &beta, out, cuda_data_type(out_dtype), ld_out, compute, CUBLAS_GEMM_DEFAULT));
   return Status();
 }
 
 Status CudaBackend::run(const GemmCall& call) {
   const cudaStream_t stream = static_cast<cudaStream_t>(call.stream);
   const int64_t m = call.gemm_m, n = call.gemm_n, k = call.gemm_k;
-  const epigemm_epilogue_t e = call.epilogue;
+  const EpilogueParts parts = call.parts();
   const WorkspaceLayout ws = layout(call);
 
-  // 1. BGRADB's sums do not depend on the GEMM (and are due even when gemm_m = 0).
+  // 1. The sums of an operand do not depend on the GEMM (and are due even when D is empty).
   bool joined = true;
-  if (e == EPIGEMM_EPILOGUE_BGRADB) {
-    const bool concurrent = options_.concurrent_bgradb && m > 0 && n > 0 && k > 0;
+  if (operand_sums(call).x != nullptr) {
+    const bool concurrent = options_.concurrent_operand_sums && m > 0 && n > 0 && k > 0;
     cudaStream_t sums_stream = stream;
     if (concurrent) {
       EPIGEMM_CUDA_CHECK(cudaEventRecord(fork_event_, stream));
@@ -287,7 +309,7 @@ Status CudaBackend::run(const GemmCall& call) {
       sums_stream = side_stream_;
       joined = false;
     }
-    EPIGEMM_RETURN_IF_ERROR(bias_grad_of_b(call, ws.partials, sums_stream));
+    EPIGEMM_RETURN_IF_ERROR(sums_of_operand(call, ws.partials, sums_stream));
     if (concurrent) EPIGEMM_CUDA_CHECK(cudaEventRecord(join_event_, side_stream_));
   }
 
@@ -301,8 +323,9 @@ Status CudaBackend::run(const GemmCall& call) {
     args.ld_d = call.d.ld;
     args.bias = call.bias.data;
     args.bias_dtype = call.bias.dtype;
-    EPIGEMM_RETURN_IF_ERROR(cuda::launch_tile_kernel(tuning_, cuda::TileOp::bias_broadcast, args,
-                                                     nullptr, EPIGEMM_DTYPE_F32, stream));
+    EPIGEMM_RETURN_IF_ERROR(cuda::launch_tile_kernel(tuning_, cuda::TileOp::bias_broadcast,
+                                                     EPIGEMM_ACTIVATION_IDENTITY, args, nullptr,
+                                                     EPIGEMM_DTYPE_F32, stream));
     EPIGEMM_RETURN_IF_ERROR(gemm(call, 1.0f, call.d.data, call.d.dtype, call.d.ld, ws.cublas, stream));
   } else if (m > 0 && n > 0) {
     // 2. acc, into D or the fp32 intermediate.
@@ -328,8 +351,8 @@ Status CudaBackend::run(const GemmCall& call) {
       EPIGEMM_RETURN_IF_ERROR(gemm(call, call.beta, acc, acc_dtype, ld_acc, ws.cublas, stream));
     }
 
-    // 3. The epilogue.
-    if (epilogue_computes_on_acc(e)) {
+    // 3. The epilogue: one tile kernel for its parts and activation.
+    if (parts.computes_on_acc()) {
       cuda::TileArgs args;
       args.rows = m;
       args.cols = n;
@@ -351,10 +374,10 @@ Status CudaBackend::run(const GemmCall& call) {
       args.row_partials = ws.partials;
       void* sums = call.has_bias_grad ? call.bias_grad.data : nullptr;
       const epigemm_dtype_t sums_dtype = call.has_bias_grad ? call.bias_grad.dtype : EPIGEMM_DTYPE_F32;
-      EPIGEMM_RETURN_IF_ERROR(
-          cuda::launch_tile_kernel(tuning_, tile_op_of(e), args, sums, sums_dtype, stream));
+      EPIGEMM_RETURN_IF_ERROR(cuda::launch_tile_kernel(tuning_, cuda::tile_op_for(parts), parts.activation,
+                                                       args, sums, sums_dtype, stream));
     }
-  } else if (e == EPIGEMM_EPILOGUE_DGELU_BGRAD && m > 0) {
+  } else if (parts.bias_grad == BiasGradPart::rows_of_gradient && m > 0) {
     // gemm_n = 0: every bias_grad[i] is an empty sum.
     EPIGEMM_RETURN_IF_ERROR(cuda::launch_scale_copy(nullptr, call.bias_grad.dtype, m,
                                                     call.bias_grad.data, call.bias_grad.dtype, m, m,

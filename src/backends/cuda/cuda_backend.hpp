@@ -10,16 +10,17 @@ namespace epigemm {
 
 // Choices the benchmark measures against each other; the defaults are what the library uses.
 struct CudaBackendOptions {
-  // When D is fp16/bf16 and the epilogue computes on acc (BIAS, GELU_AUX, GELU_AUX_BIAS, DGELU,
-  // DGELU_BGRAD), the GEMM writes acc in fp32 into the workspace and the epilogue reads it, so
-  // the epilogue sees the unrounded fp32 value the contract speaks of. false: the GEMM writes D
-  // and the epilogue works in place on the rounded value; fewer bytes, not the contract's
-  // numerics (one extra rounding before the epilogue). Kept only to measure the cost.
+  // When D is fp16/bf16 and the epilogue computes on acc (everything but DEFAULT, BGRADB, BGRADA
+  // and the epilogues that reduce to them), the GEMM writes acc in fp32 into the workspace and
+  // the epilogue reads it, so the epilogue sees the unrounded fp32 value the contract speaks of.
+  // false: the GEMM writes D and the epilogue works in place on the rounded value; fewer bytes,
+  // not the contract's numerics (one extra rounding before the epilogue). Kept only to measure
+  // the cost.
   bool fp32_intermediate = true;
-  // BGRADB: run the sum of op(B) on a second stream, concurrently with the GEMM, joined back to
-  // the caller's stream with events. Measured faster than running it after the GEMM on all five
-  // public shapes on the H200 (docs/dev/cuda_backend.md).
-  bool concurrent_bgradb = true;
+  // BGRADB and BGRADA: run the sums of the operand on a second stream, concurrently with the
+  // GEMM, joined back to the caller's stream with events. Measured faster than running them on
+  // the caller's stream on all five public shapes on the H200 (BGRADB; docs/dev/cuda_backend.md).
+  bool concurrent_operand_sums = true;
   // BIAS with beta = 0, bias in D's dtype (or D fp32): write the bias into every column of D,
   // then let the GEMM add acc with beta = 1 (cuBLAS adds in fp32 and rounds once: the contract's
   // numerics). The epilogue then costs one write of D instead of a GEMM into an fp32

@@ -37,15 +37,27 @@ class ReferenceBackend final : public Backend {
            "backend is tested against";
   }
   Status run(const GemmCall& call) override;
+
+ private:
+  template <class Activation>
+  Status run_with(const GemmCall& call, Activation) const;
 };
 
 Status ReferenceBackend::run(const GemmCall& call) {
-  const int64_t m = call.gemm_m, n = call.gemm_n, k = call.gemm_k;
-  const epigemm_epilogue_t e = call.epilogue;
+  return visit_activation(call.parts().activation,
+                          [&](auto activation) { return run_with(call, activation); });
+}
 
-  // BGRADB: bias_grad[j] = sum over p of op(B)[p, j]; it does not depend on gemm_m, so it is
-  // written even when D is empty (docs/conventions.md, "Degenerate sizes").
-  if (e == EPIGEMM_EPILOGUE_BGRADB) {
+// The epilogue's parts (core/epilogue_parts.hpp) applied literally to acc, in double.
+template <class Activation>
+Status ReferenceBackend::run_with(const GemmCall& call, Activation) const {
+  const int64_t m = call.gemm_m, n = call.gemm_n, k = call.gemm_k;
+  const EpilogueParts parts = call.parts();
+
+  // Bias gradients of an operand do not depend on the product, so they are written even when D
+  // is empty (docs/conventions.md, "Degenerate sizes").
+  //   BGRADB: bias_grad[j] = sum over p of op(B)[p, j];  BGRADA: bias_grad[i] = sum over p of op(A)[i, p].
+  if (parts.bias_grad == BiasGradPart::columns_of_b) {
     for (int64_t j = 0; j < n; ++j) {
       double sum = 0.0;
       for (int64_t p = 0; p < k; ++p) {
@@ -53,6 +65,16 @@ Status ReferenceBackend::run(const GemmCall& call) {
                                            : load(call.b.data, call.b.dtype, at(call.b, j, p));
       }
       store_from_float(call.bias_grad.data, call.bias_grad.dtype, j, float(sum));
+    }
+  }
+  if (parts.bias_grad == BiasGradPart::rows_of_a) {
+    for (int64_t i = 0; i < m; ++i) {
+      double sum = 0.0;
+      for (int64_t p = 0; p < k; ++p) {
+        sum += call.transa == EPIGEMM_OP_N ? load(call.a.data, call.a.dtype, at(call.a, i, p))
+                                           : load(call.a.data, call.a.dtype, at(call.a, p, i));
+      }
+      store_from_float(call.bias_grad.data, call.bias_grad.dtype, i, float(sum));
     }
   }
 
@@ -65,7 +87,8 @@ Status ReferenceBackend::run(const GemmCall& call) {
     }
   }
   std::vector<double> opb_column(static_cast<size_t>(k));
-  std::vector<double> row_sums(e == EPIGEMM_EPILOGUE_DGELU_BGRAD ? size_t(m) : 0, 0.0);
+  const bool row_sums_of_g = parts.bias_grad == BiasGradPart::rows_of_gradient;
+  std::vector<double> row_sums(row_sums_of_g ? size_t(m) : 0, 0.0);
 
   for (int64_t j = 0; j < n; ++j) {
     for (int64_t p = 0; p < k; ++p) {
@@ -80,38 +103,21 @@ Status ReferenceBackend::run(const GemmCall& call) {
       if (call.beta != 0.0f) acc += double(call.beta) * load(call.d.data, call.d.dtype, at(call.d, i, j));
 
       double out = acc;
-      switch (e) {
-        case EPIGEMM_EPILOGUE_DEFAULT:
-        case EPIGEMM_EPILOGUE_BGRADB:
-          break;
-        case EPIGEMM_EPILOGUE_BIAS:
-          out = acc + load(call.bias.data, call.bias.dtype, i);
-          break;
-        case EPIGEMM_EPILOGUE_GELU_AUX:
-          store_from_float(call.aux.data, call.aux.dtype, at(call.aux, i, j), float(acc));
-          out = gelu_tanh(acc);
-          break;
-        case EPIGEMM_EPILOGUE_GELU_AUX_BIAS: {
-          const double z = acc + load(call.bias.data, call.bias.dtype, i);
-          store_from_float(call.aux.data, call.aux.dtype, at(call.aux, i, j), float(z));
-          out = gelu_tanh(z);
-          break;
-        }
-        case EPIGEMM_EPILOGUE_DGELU:
-          out = acc * gelu_tanh_grad(load(call.aux.data, call.aux.dtype, at(call.aux, i, j)));
-          break;
-        case EPIGEMM_EPILOGUE_DGELU_BGRAD:
-          // The gradient first, then the reduction of its unrounded value.
-          out = acc * gelu_tanh_grad(load(call.aux.data, call.aux.dtype, at(call.aux, i, j)));
-          row_sums[size_t(i)] += out;
-          break;
+      if (parts.backward()) {
+        // g = acc * act'(aux): the gradient first, then the reduction of its unrounded value.
+        out = acc * Activation::derivative(load(call.aux.data, call.aux.dtype, at(call.aux, i, j)));
+        if (row_sums_of_g) row_sums[size_t(i)] += out;
+      } else {
+        const double z = parts.reads_bias() ? acc + load(call.bias.data, call.bias.dtype, i) : acc;
+        if (parts.writes_aux()) store_from_float(call.aux.data, call.aux.dtype, at(call.aux, i, j), float(z));
+        out = Activation::forward(z);
       }
       store_from_float(call.d.data, call.d.dtype, at(call.d, i, j), float(out));
     }
   }
 
-  // DGELU_BGRAD: bias_grad[i] = sum over j of g[i, j] (all zeros when gemm_n = 0).
-  if (e == EPIGEMM_EPILOGUE_DGELU_BGRAD) {
+  // rows of g: bias_grad[i] = sum over j of g[i, j] (all zeros when gemm_n = 0).
+  if (row_sums_of_g) {
     for (int64_t i = 0; i < m; ++i) {
       store_from_float(call.bias_grad.data, call.bias_grad.dtype, i, float(row_sums[size_t(i)]));
     }

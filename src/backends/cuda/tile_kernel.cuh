@@ -1,0 +1,514 @@
+// The cuda backend's tile kernel: one template over a tile op's parts (tile_plan.hpp,
+// TileOpParts) and an activation functor (core/epilogue_math.hpp), plus the row-sum finish
+// kernel. Included by the library's epilogue_kernels.cu, which instantiates the configuration each
+// op uses, and by the kernel lab dev/cuda/epilogue_kernels_lab.cu, which instantiates all of them.
+//
+// Geometry: tile_plan.hpp. Row sums (bias gradients) are reduced per block in a fixed order and
+// written as per-chunk partials into the workspace; finish_row_sums_kernel adds the partials of a
+// row in chunk order. No floating-point atomics anywhere, so the sums are bitwise repeatable for a
+// given shape on a given device.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "backends/cuda/epilogue_kernels.hpp"
+#include "backends/cuda/tile_plan.hpp"
+#include "core/epilogue_math.hpp"
+#include "core/status.hpp"
+
+namespace epigemm {
+namespace cuda {
+namespace tile {
+
+// ---- loads and stores of 8 values (vector path) or 1 value (scalar path), any dtype --------
+
+__device__ __forceinline__ void unpack_pair(uint32_t word, epigemm_dtype_t dtype, float* out) {
+  if (dtype == EPIGEMM_DTYPE_BF16) {
+    out[0] = __uint_as_float(word << 16);
+    out[1] = __uint_as_float(word & 0xffff0000u);
+  } else {
+    __half2 h;
+    memcpy(&h, &word, sizeof h);
+    const float2 f = __half22float2(h);
+    out[0] = f.x;
+    out[1] = f.y;
+  }
+}
+
+__device__ __forceinline__ uint32_t pack_pair(float a, float b, epigemm_dtype_t dtype) {
+  uint32_t word;
+  if (dtype == EPIGEMM_DTYPE_BF16) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    memcpy(&word, &h, sizeof word);
+  } else {
+    const __half2 h = __floats2half2_rn(a, b);
+    memcpy(&word, &h, sizeof word);
+  }
+  return word;
+}
+
+// 8 consecutive elements as loaded, before conversion to float: one 16-byte word for a 2-byte
+// dtype, two for fp32 (kWide). The width is a template parameter so that a thread keeps a batch
+// of columns in flight in 4 registers per column of bf16 (8 of fp32) instead of 8 floats; a
+// runtime width would reserve the fp32 size for every dtype.
+template <bool kWide>
+struct Raw8;
+template <>
+struct Raw8<false> {
+  uint4 lo;
+};
+template <>
+struct Raw8<true> {
+  uint4 lo;
+  uint4 hi;
+};
+
+// Loads 8 consecutive elements starting at `offset` (a multiple of 8; base 16-byte aligned).
+// Plain loads: the streaming hint (ld.global.cs) measured 5-9% slower on the H200 (an fp32
+// thread's two 16-byte halves share 32-byte sectors, which .cs evicts between the two loads).
+template <bool kWide>
+__device__ __forceinline__ void load_raw8(const void* base, int64_t offset, Raw8<kWide>& raw) {
+  if constexpr (kWide) {
+    const uint4* p = reinterpret_cast<const uint4*>(static_cast<const float*>(base) + offset);
+    raw.lo = p[0];
+    raw.hi = p[1];
+  } else {
+    raw.lo = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(base) + offset);
+  }
+}
+
+template <bool kWide>
+__device__ __forceinline__ void zero_raw8(Raw8<kWide>& raw) {
+  raw.lo = make_uint4(0, 0, 0, 0);  // 0.0 in every dtype
+  if constexpr (kWide) raw.hi = make_uint4(0, 0, 0, 0);
+}
+
+// dtype: fp32 when kWide, else fp16 or bf16.
+template <bool kWide>
+__device__ __forceinline__ void unpack8(const Raw8<kWide>& raw, epigemm_dtype_t dtype, float (&v)[8]) {
+  if constexpr (kWide) {
+    v[0] = __uint_as_float(raw.lo.x); v[1] = __uint_as_float(raw.lo.y);
+    v[2] = __uint_as_float(raw.lo.z); v[3] = __uint_as_float(raw.lo.w);
+    v[4] = __uint_as_float(raw.hi.x); v[5] = __uint_as_float(raw.hi.y);
+    v[6] = __uint_as_float(raw.hi.z); v[7] = __uint_as_float(raw.hi.w);
+  } else {
+    unpack_pair(raw.lo.x, dtype, v + 0);
+    unpack_pair(raw.lo.y, dtype, v + 2);
+    unpack_pair(raw.lo.z, dtype, v + 4);
+    unpack_pair(raw.lo.w, dtype, v + 6);
+  }
+}
+
+// 8 values of any dtype as floats (the bias: once per thread).
+__device__ __forceinline__ void load8_floats(const void* base, epigemm_dtype_t dtype, int64_t offset,
+                                             float (&v)[8]) {
+  if (dtype == EPIGEMM_DTYPE_F32) {
+    Raw8<true> raw;
+    load_raw8(base, offset, raw);
+    unpack8(raw, dtype, v);
+  } else {
+    Raw8<false> raw;
+    load_raw8(base, offset, raw);
+    unpack8(raw, dtype, v);
+  }
+}
+
+__device__ __forceinline__ void store8(void* base, epigemm_dtype_t dtype, int64_t offset,
+                                       const float (&v)[8]) {
+  if (dtype == EPIGEMM_DTYPE_F32) {
+    float4* p = reinterpret_cast<float4*>(static_cast<float*>(base) + offset);
+    p[0] = make_float4(v[0], v[1], v[2], v[3]);
+    p[1] = make_float4(v[4], v[5], v[6], v[7]);
+  } else {
+    uint4 raw;
+    raw.x = pack_pair(v[0], v[1], dtype);
+    raw.y = pack_pair(v[2], v[3], dtype);
+    raw.z = pack_pair(v[4], v[5], dtype);
+    raw.w = pack_pair(v[6], v[7], dtype);
+    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(base) + offset) = raw;
+  }
+}
+
+// One value of any dtype (scalar path, finish and column sums). The width decides the load (a
+// uniform branch: the dtype is a kernel argument); the conversion is a select among the three,
+// not a branch per dtype: a switch here, in the scalar path's 16 to 32 unrolled loads per batch,
+// had the compiler duplicate the loop body per dtype combination and cost about 8 s of nvcc time
+// per kernel reading aux (ten such kernels with the activations).
+__device__ __forceinline__ float load1(const void* base, epigemm_dtype_t dtype, int64_t offset) {
+  uint32_t bits;
+  if (dtype == EPIGEMM_DTYPE_F32) {
+    bits = static_cast<const uint32_t*>(base)[offset];
+  } else {
+    bits = static_cast<const uint16_t*>(base)[offset];
+  }
+  const float as_f32 = __uint_as_float(bits);
+  const float as_bf16 = __uint_as_float(bits << 16);
+  const float as_f16 = __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+  return dtype == EPIGEMM_DTYPE_F32 ? as_f32 : dtype == EPIGEMM_DTYPE_BF16 ? as_bf16 : as_f16;
+}
+
+// Stores one value in its dtype, rounded to nearest even (the host's conversions in numeric.hpp).
+__device__ __forceinline__ void store1(void* base, epigemm_dtype_t dtype, int64_t offset, float value) {
+  if (dtype == EPIGEMM_DTYPE_F32) {
+    static_cast<float*>(base)[offset] = value;
+    return;
+  }
+  const unsigned short as_bf16 = __bfloat16_as_ushort(__float2bfloat16_rn(value));
+  const unsigned short as_f16 = __half_as_ushort(__float2half_rn(value));
+  static_cast<uint16_t*>(base)[offset] = dtype == EPIGEMM_DTYPE_BF16 ? as_bf16 : as_f16;
+}
+
+// The 8 rows a thread owns: contiguous on the vector path, 32 apart on the scalar path.
+template <bool kVector, int kThreadsX>
+__device__ __forceinline__ int64_t thread_row(int64_t tile_row0, int r) {
+  return kVector ? tile_row0 + int64_t(threadIdx.x) * kRowsPerThread + r
+                 : tile_row0 + threadIdx.x + int64_t(kThreadsX) * r;
+}
+
+// A thread's 8 values of one column while in flight: raw 16-byte words on the vector path,
+// floats on the scalar path (where kWide plays no part).
+template <bool kVector, bool kWide>
+struct Loaded {
+  float v[kRowsPerThread];
+};
+template <bool kWide>
+struct Loaded<true, kWide> {
+  Raw8<kWide> raw;
+};
+
+// Loads the thread's 8 values of column j from an m x n matrix; rows past m read nothing (and
+// count as 0).
+template <bool kVector, int kThreadsX, bool kWide>
+__device__ __forceinline__ void load_rows(const void* base, epigemm_dtype_t dtype, int64_t ld,
+                                          int64_t tile_row0, int64_t rows, int64_t j,
+                                          Loaded<kVector, kWide>& out) {
+  if constexpr (kVector) {
+    const int64_t row = thread_row<true, kThreadsX>(tile_row0, 0);
+    if (row < rows) {
+      load_raw8(base, row + j * ld, out.raw);  // rows % 8 == 0: all 8 rows or none
+    } else {
+      zero_raw8(out.raw);
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      const int64_t row = thread_row<false, kThreadsX>(tile_row0, r);
+      out.v[r] = row < rows ? load1(base, dtype, row + j * ld) : 0.0f;
+    }
+  }
+}
+
+template <bool kVector, bool kWide>
+__device__ __forceinline__ void to_floats(const Loaded<kVector, kWide>& in, epigemm_dtype_t dtype,
+                                          float (&v)[kRowsPerThread]) {
+  if constexpr (kVector) {
+    unpack8(in.raw, dtype, v);
+  } else {
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) v[r] = in.v[r];
+  }
+}
+
+// The bias values of the thread's 8 rows (bias has length rows).
+template <bool kVector, int kThreadsX>
+__device__ __forceinline__ void load_bias_rows(const void* bias, epigemm_dtype_t dtype,
+                                               int64_t tile_row0, int64_t rows, float (&v)[8]) {
+  if constexpr (kVector) {
+    const int64_t row = thread_row<true, kThreadsX>(tile_row0, 0);
+    if (row < rows) {
+      load8_floats(bias, dtype, row, v);
+    } else {
+#pragma unroll
+      for (int r = 0; r < kRowsPerThread; ++r) v[r] = 0.0f;
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      const int64_t row = thread_row<false, kThreadsX>(tile_row0, r);
+      v[r] = row < rows ? load1(bias, dtype, row) : 0.0f;
+    }
+  }
+}
+
+template <bool kVector, int kThreadsX>
+__device__ __forceinline__ void store_rows(void* base, epigemm_dtype_t dtype, int64_t ld,
+                                           int64_t tile_row0, int64_t rows, int64_t j,
+                                           const float (&v)[8]) {
+  if constexpr (kVector) {
+    const int64_t row = thread_row<true, kThreadsX>(tile_row0, 0);
+    if (row < rows) store8(base, dtype, row + j * ld, v);
+  } else {
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      const int64_t row = thread_row<false, kThreadsX>(tile_row0, r);
+      if (row < rows) store1(base, dtype, row + j * ld, v[r]);
+    }
+  }
+}
+
+// ---- the tile kernel ------------------------------------------------------------------------
+
+// An op's parts as static members, usable in the kernel's lambdas without capture.
+template <TileOp kOp>
+struct Parts {
+  static constexpr TileOpParts value = tile_op_parts(kOp);
+  static constexpr bool reads_acc = value.reads_acc;
+  static constexpr bool adds_bias = value.adds_bias;
+  static constexpr bool writes_aux = value.writes_aux;
+  static constexpr bool reads_aux = value.reads_aux;
+  static constexpr bool sums_rows = value.sums_rows;
+  static constexpr bool writes_d = value.writes_d;
+};
+
+// grid: (ceil(rows / (8 kThreadsX)), column_chunks); block: kThreadsX x (256 / kThreadsX).
+// Block (bx, by) owns rows [8 kThreadsX bx, 8 kThreadsX (bx + 1)) and the columns
+// [by * columns_per_chunk, (by + 1) * columns_per_chunk). A wider kThreadsX makes each column's
+// run of consecutive bytes per block longer (DRAM pages are read in longer pieces); kBatch
+// columns are loaded before any is computed (loads in flight per thread); kMinBlocks caps the
+// registers so that that many blocks fit on a multiprocessor (warps in flight per SM).
+//
+// Per element, with the op's parts P (tile_op_parts) and the activation functor Act:
+//   z = acc (+ bias[i]);  forward: aux = z (P.writes_aux), D = Act::forward(z)
+//                         backward (P.reads_aux): D = acc * Act::derivative(aux)
+//   P.sums_rows: the row's partial sum of D's value before rounding (g for DACT_BGRAD).
+// kPrefetch: the next batch is loaded while this one is computed (see the loop).
+// kWideAcc / kWideAux (vector path only): acc / aux are fp32 (else fp16 or bf16).
+template <TileOp kOp, class Act, bool kVector, int kThreadsX, int kBatch, int kMinBlocks,
+          bool kPrefetch, bool kWideAcc, bool kWideAux>
+__global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
+    tile_kernel(TileArgs args, int64_t columns_per_chunk) {
+  using P = Parts<kOp>;
+  constexpr int kThreadsY = kBlockThreads / kThreadsX;
+  constexpr int kRowsPerTile = kThreadsX * kRowsPerThread;
+  const int64_t tile_row0 = int64_t(blockIdx.x) * kRowsPerTile;
+  const int64_t rows = args.rows;
+
+  float bias[kRowsPerThread] = {};
+  if constexpr (P::adds_bias) {
+    load_bias_rows<kVector, kThreadsX>(args.bias, args.bias_dtype, tile_row0, rows, bias);
+  }
+  float sums[kRowsPerThread] = {};
+
+  const int64_t column_begin = int64_t(blockIdx.y) * columns_per_chunk;
+  const int64_t column_end = min(args.cols, column_begin + columns_per_chunk);
+  constexpr int64_t kStep = int64_t(kThreadsY) * kBatch;  // columns a thread row advances per batch
+
+  // The batch of columns j0, j0 + kThreadsY, ...: every load issued before any is used, so that
+  // they are in flight together.
+  auto load_batch = [&](int64_t j0, Loaded<kVector, kWideAcc> (&acc_loaded)[kBatch],
+                        Loaded<kVector, kWideAux> (&aux_loaded)[kBatch]) {
+#pragma unroll
+    for (int c = 0; c < kBatch; ++c) {
+      const int64_t j = j0 + int64_t(kThreadsY) * c;
+      if (j < column_end) {
+        if constexpr (P::reads_acc) {
+          load_rows<kVector, kThreadsX>(args.acc, args.acc_dtype, args.ld_acc, tile_row0, rows, j, acc_loaded[c]);
+        }
+        if constexpr (P::reads_aux) {
+          load_rows<kVector, kThreadsX>(args.aux, args.aux_dtype, args.ld_aux, tile_row0, rows, j, aux_loaded[c]);
+        }
+      }
+    }
+  };
+  auto compute_batch = [&](int64_t j0, const Loaded<kVector, kWideAcc> (&acc_loaded)[kBatch],
+                           const Loaded<kVector, kWideAux> (&aux_loaded)[kBatch]) {
+#pragma unroll
+    for (int c = 0; c < kBatch; ++c) {
+      const int64_t j = j0 + int64_t(kThreadsY) * c;
+      if (j >= column_end) break;
+      float acc[kRowsPerThread] = {};
+      float aux[kRowsPerThread];
+      if constexpr (P::reads_acc) to_floats(acc_loaded[c], args.acc_dtype, acc);
+      if constexpr (P::reads_aux) to_floats(aux_loaded[c], args.aux_dtype, aux);
+      float out[kRowsPerThread];
+#pragma unroll
+      for (int r = 0; r < kRowsPerThread; ++r) {
+        if constexpr (P::reads_aux) {
+          out[r] = acc[r] * Act::derivative(aux[r]);
+        } else {
+          float z = acc[r];
+          if constexpr (P::adds_bias) z = P::reads_acc ? z + bias[r] : bias[r];
+          if constexpr (P::writes_aux) aux[r] = z;
+          out[r] = Act::forward(z);
+        }
+        // Rows past the end were loaded as 0 and their sums are never written.
+        if constexpr (P::sums_rows) sums[r] += out[r];
+      }
+      if constexpr (P::writes_d) {
+        store_rows<kVector, kThreadsX>(args.d, args.d_dtype, args.ld_d, tile_row0, rows, j, out);
+      }
+      if constexpr (P::writes_aux) {
+        store_rows<kVector, kThreadsX>(args.aux, args.aux_dtype, args.ld_aux, tile_row0, rows, j, aux);
+      }
+    }
+  };
+
+  if constexpr (kPrefetch) {
+    // Software-pipelined: the next batch's loads are issued before this batch is computed, so
+    // a thread always has loads in flight. For short blocks (a few batches per thread, as on a
+    // 32M-element tensor in 8 waves) the plain loop waits a full memory latency per batch.
+    Loaded<kVector, kWideAcc> acc_loaded[kBatch];
+    Loaded<kVector, kWideAux> aux_loaded[kBatch];
+    int64_t j0 = column_begin + threadIdx.y;
+    if (j0 < column_end) load_batch(j0, acc_loaded, aux_loaded);
+    for (; j0 < column_end; j0 += kStep) {
+      Loaded<kVector, kWideAcc> acc_next[kBatch];
+      Loaded<kVector, kWideAux> aux_next[kBatch];
+      if (j0 + kStep < column_end) load_batch(j0 + kStep, acc_next, aux_next);
+      compute_batch(j0, acc_loaded, aux_loaded);
+#pragma unroll
+      for (int c = 0; c < kBatch; ++c) {
+        acc_loaded[c] = acc_next[c];
+        aux_loaded[c] = aux_next[c];
+      }
+    }
+  } else {
+    for (int64_t j0 = column_begin + threadIdx.y; j0 < column_end; j0 += kStep) {
+      Loaded<kVector, kWideAcc> acc_loaded[kBatch];
+      Loaded<kVector, kWideAux> aux_loaded[kBatch];
+      load_batch(j0, acc_loaded, aux_loaded);
+      compute_batch(j0, acc_loaded, aux_loaded);
+    }
+  }
+
+  if constexpr (P::sums_rows) {
+    // The finish kernel is launched as a programmatic dependent of this one: let it start
+    // launching once every block has streamed its columns, so that its launch overlaps the last
+    // blocks' partial sums. It still waits for this grid to complete (griddepcontrol.wait)
+    // before it reads a partial, so this changes timing only.
+#if __CUDA_ARCH__ >= 900  // before Hopper there is no such instruction: plain stream order
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+    // The kThreadsY threads of a row group hold sums over disjoint columns; add them in
+    // threadIdx.y order, then write one partial per row for this column chunk.
+    __shared__ float block_sums[kThreadsY][kRowsPerTile];
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      const int row_in_tile = kVector ? threadIdx.x * kRowsPerThread + r : threadIdx.x + kThreadsX * r;
+      block_sums[threadIdx.y][row_in_tile] = sums[r];
+    }
+    __syncthreads();
+    for (int row_in_tile = threadIdx.y * kThreadsX + threadIdx.x; row_in_tile < kRowsPerTile;
+         row_in_tile += kBlockThreads) {
+      float total = 0.0f;
+#pragma unroll
+      for (int y = 0; y < kThreadsY; ++y) total += block_sums[y][row_in_tile];
+      const int64_t row = tile_row0 + row_in_tile;
+      if (row < rows) args.row_partials[int64_t(blockIdx.y) * rows + row] = total;
+    }
+  }
+}
+
+// out[i] = sum over chunks c of partials[c * rows + i]. A block of kFinishRows x kFinishLanes
+// threads owns kFinishRows rows; thread (x, y) adds chunks y, y + kFinishLanes, ... of row x in
+// that order, then the lanes of a row are added in y order: a fixed order, so the result does not
+// depend on timing. The kernel is latency-bound (a few MB of partials): 32 lanes and an unrolled
+// loop put every load of a row in flight at once (with 8 lanes and a loop of dependent iterations
+// it cost 10-20% of a bias reduction on the H200).
+constexpr int kFinishRows = 32;
+constexpr int kFinishLanes = 32;
+template <int kRows, int kLanes>
+__global__ void __launch_bounds__(kRows * kLanes)
+    finish_row_sums_kernel(const float* partials, int64_t chunks, int64_t rows, void* out,
+                           epigemm_dtype_t out_dtype) {
+  // Launched with programmatic stream serialization (launch_tile): wait until the tile kernel
+  // has completed and its partials are visible.
+#if __CUDA_ARCH__ >= 900  // before Hopper the launch is plain stream-ordered: nothing to wait for
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  const int64_t i = int64_t(blockIdx.x) * kRows + threadIdx.x;
+  float total = 0.0f;
+  if (i < rows) {
+#pragma unroll 4
+    for (int64_t c = threadIdx.y; c < chunks; c += kLanes) total += partials[c * rows + i];
+  }
+  __shared__ float lane_sums[kLanes][kRows];
+  lane_sums[threadIdx.y][threadIdx.x] = total;
+  __syncthreads();
+  if (threadIdx.y == 0 && i < rows) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int y = 0; y < kLanes; ++y) sum += lane_sums[y][threadIdx.x];
+    store1(out, out_dtype, i, sum);
+  }
+}
+
+// ---- host side: kernel addresses and the launch ---------------------------------------------
+
+// The vector-path kernel of an op in one configuration, for the widths the op loads (aux width
+// where aux is read, acc width wherever acc is read; the other widths are not instantiated).
+template <TileOp kOp, class Act, int kThreadsX, int kBatch, int kMinBlocks, bool kPrefetch>
+const void* vector_tile_kernel(bool wide_acc, bool wide_aux) {
+  constexpr TileOpParts P = tile_op_parts(kOp);
+  auto kernel = [](auto wide_acc_tag, auto wide_aux_tag) {
+    return reinterpret_cast<const void*>(
+        &tile_kernel<kOp, Act, true, kThreadsX, kBatch, kMinBlocks, kPrefetch,
+                     decltype(wide_acc_tag)::value, decltype(wide_aux_tag)::value>);
+  };
+  using Yes = std::true_type;
+  using No = std::false_type;
+  if constexpr (P.reads_acc && P.reads_aux) {
+    if (wide_acc) return wide_aux ? kernel(Yes{}, Yes{}) : kernel(Yes{}, No{});
+    return wide_aux ? kernel(No{}, Yes{}) : kernel(No{}, No{});
+  } else if constexpr (P.reads_acc) {
+    return wide_acc ? kernel(Yes{}, No{}) : kernel(No{}, No{});
+  } else {
+    return kernel(No{}, No{});
+  }
+}
+
+// The scalar-path kernel of an op (any dtypes, alignments and leading dimensions).
+template <TileOp kOp, class Act>
+const void* scalar_tile_kernel() {
+  return reinterpret_cast<const void*>(
+      &tile_kernel<kOp, Act, false, kScalarThreadsX, kScalarBatch, 1, false, false, false>);
+}
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// One launch of a tile kernel over `plan` (block threads_x x 256 / threads_x) and, when the op
+// sums rows, the finish kernel into row_sums_out (length args.rows, its own dtype). With
+// dependent_launch the finish kernel is a programmatic dependent of the tile kernel: its launch
+// overlaps the tile kernel's tail (which signals griddepcontrol.launch_dependents after its main
+// loop) instead of starting after it; stream order and CUDA graph capture are kept.
+inline Status launch_tile(const void* kernel, int threads_x, const TilePlan& plan, bool sums_rows,
+                          const TileArgs& args, void* row_sums_out, epigemm_dtype_t row_sums_dtype,
+                          bool dependent_launch, cudaStream_t stream) {
+  const dim3 grid(unsigned(plan.row_tiles), unsigned(plan.column_chunks));
+  const dim3 block(unsigned(threads_x), unsigned(kBlockThreads / threads_x));
+  int64_t per_chunk = plan.columns_per_chunk;
+  TileArgs kernel_args = args;
+  void* params[] = {&kernel_args, &per_chunk};
+  const cudaError_t err = cudaLaunchKernel(kernel, grid, block, params, 0, stream);
+  if (err != cudaSuccess) {
+    return EPIGEMM_BACKEND_ERROR("tile epilogue kernel failed to launch: ", cudaGetErrorString(err));
+  }
+  if (!sums_rows) return Status();
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(unsigned(ceil_div(args.rows, kFinishRows)));
+  config.blockDim = dim3(kFinishRows, kFinishLanes);
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = dependent_launch ? 1 : 0;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  const float* partials = args.row_partials;
+  const cudaError_t finish_err =
+      cudaLaunchKernelEx(&config, finish_row_sums_kernel<kFinishRows, kFinishLanes>, partials,
+                         plan.column_chunks, args.rows, row_sums_out, row_sums_dtype);
+  if (finish_err != cudaSuccess) {
+    return EPIGEMM_BACKEND_ERROR("finish_row_sums_kernel failed to launch: ",
+                                 cudaGetErrorString(finish_err));
+  }
+  return Status();
+}
+
+}  // namespace tile
+}  // namespace cuda
+}  // namespace epigemm
