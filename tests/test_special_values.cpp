@@ -48,7 +48,9 @@ class Operand {
       : dtype_(dtype), memory_(memory), rows_(rows), cols_(cols),
         bytes_(size_t(rows * cols) * (dtype == EPIGEMM_DTYPE_F32 ? 4 : 2)), host_(bytes_, 0) {
 #ifdef EPIGEMM_TESTS_WITH_CUDA
-    if (memory == EPIGEMM_MEMORY_DEVICE) EXPECT_EQ(cudaMalloc(&device_, bytes_), cudaSuccess);
+    if (memory == EPIGEMM_MEMORY_DEVICE) {
+      EXPECT_EQ(cudaMalloc(&device_, bytes_), cudaSuccess);
+    }
 #endif
   }
   ~Operand() {
@@ -81,7 +83,9 @@ class Operand {
   }
   void upload() {
 #ifdef EPIGEMM_TESTS_WITH_CUDA
-    if (device_ != nullptr) EXPECT_EQ(cudaMemcpy(device_, host_.data(), bytes_, cudaMemcpyHostToDevice), cudaSuccess);
+    if (device_ != nullptr) {
+      EXPECT_EQ(cudaMemcpy(device_, host_.data(), bytes_, cudaMemcpyHostToDevice), cudaSuccess);
+    }
 #endif
   }
   void download() {
@@ -159,7 +163,9 @@ class SpecialValues : public ::testing::TestWithParam<Target> {
       Operand workspace(EPIGEMM_DTYPE_F32, GetParam().memory, int64_t(bytes / 4 + 1), 1);
       status = epigemm_gemm(ctx_, desc, &A, &B, &D, workspace.data(), bytes, nullptr);
 #ifdef EPIGEMM_TESTS_WITH_CUDA
-      if (GetParam().memory == EPIGEMM_MEMORY_DEVICE) EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      if (GetParam().memory == EPIGEMM_MEMORY_DEVICE) {
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      }
 #endif
     }
     if (status == EPIGEMM_STATUS_NOT_SUPPORTED && GetParam().backend != EPIGEMM_BACKEND_AUTO) {
