@@ -28,11 +28,22 @@
 extern "C" {
 #endif
 
+/* In C++ every enum below has the fixed underlying type int, so that any int a C caller passes
+ * where the header has an enum is a value of the enum type (C++ gives an enum without one only
+ * the values of its enumerators' bit width, and loading any other is undefined): the library's
+ * range checks then refuse it with INVALID_VALUE. In C an enum object holds any value of its
+ * integer type already. Size and calling convention are those of an int in both languages. */
+#ifdef __cplusplus
+#define EPIGEMM_ENUM_INT : int
+#else
+#define EPIGEMM_ENUM_INT
+#endif
+
 #define EPIGEMM_VERSION_MAJOR 0
 #define EPIGEMM_VERSION_MINOR 1
 #define EPIGEMM_VERSION_PATCH 0
 
-typedef enum epigemm_status_e {
+typedef enum epigemm_status_e EPIGEMM_ENUM_INT {
   EPIGEMM_STATUS_SUCCESS = 0,
   EPIGEMM_STATUS_INVALID_VALUE = 1,          /* a bad argument: shape, pointer, ld, dtype, ... */
   EPIGEMM_STATUS_NOT_SUPPORTED = 2,          /* a valid call the chosen backend cannot run    */
@@ -42,19 +53,19 @@ typedef enum epigemm_status_e {
   EPIGEMM_STATUS_INTERNAL_ERROR = 6
 } epigemm_status_t;
 
-typedef enum epigemm_dtype_e {
+typedef enum epigemm_dtype_e EPIGEMM_ENUM_INT {
   EPIGEMM_DTYPE_F32 = 0,
   EPIGEMM_DTYPE_F16 = 1,
   EPIGEMM_DTYPE_BF16 = 2
 } epigemm_dtype_t;
 
 /* Where a buffer lives. Every operand of one call lives in the same place. */
-typedef enum epigemm_memory_e {
+typedef enum epigemm_memory_e EPIGEMM_ENUM_INT {
   EPIGEMM_MEMORY_HOST = 0,
   EPIGEMM_MEMORY_DEVICE = 1 /* CUDA device memory of the current device */
 } epigemm_memory_t;
 
-typedef enum epigemm_op_e {
+typedef enum epigemm_op_e EPIGEMM_ENUM_INT {
   EPIGEMM_OP_N = 0, /* op(X) = X   */
   EPIGEMM_OP_T = 1  /* op(X) = X^T */
 } epigemm_op_t;
@@ -67,7 +78,7 @@ typedef enum epigemm_op_e {
  *   DGELU          D = acc * gelu_tanh'(aux[i,j])                      aux: (in)
  *   DGELU_BGRAD    g = acc * gelu_tanh'(aux); D = g; bias_grad[i] = sum_j g[i,j]   bias_grad: gemm_m
  *   BGRADB         D = acc; bias_grad[j] = sum_p op(B)[p,j]            bias_grad: gemm_n */
-typedef enum epigemm_epilogue_e {
+typedef enum epigemm_epilogue_e EPIGEMM_ENUM_INT {
   EPIGEMM_EPILOGUE_DEFAULT = 0,
   EPIGEMM_EPILOGUE_BIAS = 1,
   EPIGEMM_EPILOGUE_GELU_AUX = 2,
@@ -77,7 +88,7 @@ typedef enum epigemm_epilogue_e {
   EPIGEMM_EPILOGUE_BGRADB = 6
 } epigemm_epilogue_t;
 
-typedef enum epigemm_backend_e {
+typedef enum epigemm_backend_e EPIGEMM_ENUM_INT {
   EPIGEMM_BACKEND_AUTO = 0,      /* the dispatcher picks among the usable backends */
   EPIGEMM_BACKEND_REFERENCE = 1, /* CPU, double accumulation: the definition      */
   EPIGEMM_BACKEND_CPU = 2,       /* CPU BLAS + vectorized epilogue kernels         */
@@ -262,5 +273,7 @@ epigemm_status_t epigemm_linear_wgrad(epigemm_context_t ctx, const epigemm_tenso
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
+
+#undef EPIGEMM_ENUM_INT
 
 #endif /* EPIGEMM_EPIGEMM_H */
