@@ -751,19 +751,24 @@ TEST(BadInput, NullContextIsRefusedWithoutTouchingOutputs) {
   EXPECT_EQ(epigemm_context_destroy(nullptr), EPIGEMM_STATUS_SUCCESS);
 }
 
+// Every setter of a description refuses this handle (NULL, destroyed, or not a description).
+void expect_every_setter_refuses(epigemm_gemm_desc_t desc) {
+  const epigemm_vector_t v{nullptr, EPIGEMM_DTYPE_F32, 0, EPIGEMM_MEMORY_HOST};
+  const epigemm_matrix_t m{nullptr, EPIGEMM_DTYPE_F32, 0, 0, 1, EPIGEMM_MEMORY_HOST};
+  EXPECT_EQ(epigemm_gemm_desc_set_transpose(desc, N, T), EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_gemm_desc_set_scalars(desc, 1.0f, 0.0f), EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_gemm_desc_set_epilogue(desc, kBiasE), EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_gemm_desc_set_bias(desc, &v), EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_gemm_desc_set_aux(desc, &m), EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_gemm_desc_set_bias_grad(desc, &v), EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_gemm_desc_set_allow_tf32(desc, 1), EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_gemm_desc_set_backend(desc, EPIGEMM_BACKEND_CPU), EPIGEMM_STATUS_INVALID_VALUE);
+}
+
 TEST(BadInput, NullOutPointersAndNullDescriptionToSetters) {
   EXPECT_EQ(epigemm_context_create(nullptr), EPIGEMM_STATUS_INVALID_VALUE);
   EXPECT_EQ(epigemm_gemm_desc_create(nullptr), EPIGEMM_STATUS_INVALID_VALUE);
-  const epigemm_vector_t v{nullptr, EPIGEMM_DTYPE_F32, 0, EPIGEMM_MEMORY_HOST};
-  const epigemm_matrix_t m{nullptr, EPIGEMM_DTYPE_F32, 0, 0, 1, EPIGEMM_MEMORY_HOST};
-  EXPECT_EQ(epigemm_gemm_desc_set_transpose(nullptr, N, N), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_scalars(nullptr, 1.0f, 0.0f), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_epilogue(nullptr, kBiasE), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_bias(nullptr, &v), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_aux(nullptr, &m), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_bias_grad(nullptr, &v), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_allow_tf32(nullptr, 1), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_backend(nullptr, EPIGEMM_BACKEND_AUTO), EPIGEMM_STATUS_INVALID_VALUE);
+  expect_every_setter_refuses(nullptr);
   EXPECT_EQ(epigemm_gemm_desc_destroy(nullptr), EPIGEMM_STATUS_SUCCESS);
   epigemm_context_t ctx = nullptr;
   ASSERT_EQ(epigemm_context_create(&ctx), EPIGEMM_STATUS_SUCCESS);
@@ -927,16 +932,7 @@ TEST(BadHandle, DestroyedDescriptionIsRefusedWithNothingWritten) {
   epigemm_gemm_desc_t desc = nullptr;
   ASSERT_EQ(epigemm_gemm_desc_create(&desc), EPIGEMM_STATUS_SUCCESS);
   ASSERT_EQ(epigemm_gemm_desc_destroy(desc), EPIGEMM_STATUS_SUCCESS);
-  const epigemm_vector_t v{nullptr, EPIGEMM_DTYPE_F32, 0, EPIGEMM_MEMORY_HOST};
-  const epigemm_matrix_t m{nullptr, EPIGEMM_DTYPE_F32, 0, 0, 1, EPIGEMM_MEMORY_HOST};
-  EXPECT_EQ(epigemm_gemm_desc_set_transpose(desc, N, T), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_scalars(desc, 1.0f, 1.0f), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_epilogue(desc, kBiasE), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_bias(desc, &v), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_aux(desc, &m), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_bias_grad(desc, &v), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_allow_tf32(desc, 1), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_backend(desc, EPIGEMM_BACKEND_CPU), EPIGEMM_STATUS_INVALID_VALUE);
+  expect_every_setter_refuses(desc);
   BadCall call;
   call.gemm(kDefault);
   for (const bool size_query : {false, true}) {
@@ -969,7 +965,7 @@ TEST(BadHandle, HandleOfTheOtherKindIsRefused) {
   EXPECT_TRUE(contains_word(epigemm_context_last_error(desc_as_ctx), "ctx"));
   EXPECT_EQ(epigemm_backend_usable(desc_as_ctx, EPIGEMM_BACKEND_REFERENCE), 0);
   EXPECT_EQ(epigemm_context_destroy(desc_as_ctx), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_epilogue(ctx_as_desc, kBiasE), EPIGEMM_STATUS_INVALID_VALUE);
+  expect_every_setter_refuses(ctx_as_desc);
   EXPECT_EQ(epigemm_gemm_desc_destroy(ctx_as_desc), EPIGEMM_STATUS_INVALID_VALUE);
 
   BadCall call;

@@ -104,6 +104,34 @@ GemmDescription* find_description(epigemm_gemm_desc_t desc) {
       handles().find(HandleKind::description, reinterpret_cast<uintptr_t>(desc)));
 }
 
+// Creates an Object, registers it, and writes its new handle to *out.
+template <typename Object, typename Handle>
+epigemm_status_t create_handle(HandleKind kind, Handle* out) {
+  if (out == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  *out = nullptr;
+  try {
+    auto object = std::make_unique<Object>();
+    *out = reinterpret_cast<Handle>(handles().add(kind, object.get()));
+    object.release();  // owned through the registry until destroy_handle
+  } catch (const std::bad_alloc&) {
+    return EPIGEMM_STATUS_OUT_OF_MEMORY;
+  } catch (...) {
+    return EPIGEMM_STATUS_INTERNAL_ERROR;
+  }
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+// Ends a live handle of this kind and deletes its object (whose destructor does not throw: the
+// backends release their own handles there). NULL does nothing, as free(NULL).
+template <typename Object, typename Handle>
+epigemm_status_t destroy_handle(HandleKind kind, Handle handle) {
+  if (handle == nullptr) return EPIGEMM_STATUS_SUCCESS;
+  void* object = handles().remove(kind, reinterpret_cast<uintptr_t>(handle));
+  if (object == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;  // destroyed already, or another kind
+  delete static_cast<Object*>(object);
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
 std::string address(const void* handle) {
   std::ostringstream out;
   out << handle;
@@ -261,28 +289,11 @@ using epigemm::Status;
 extern "C" {
 
 epigemm_status_t epigemm_context_create(epigemm_context_t* ctx) {
-  if (ctx == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
-  *ctx = nullptr;
-  try {
-    auto context = std::make_unique<Context>();
-    *ctx = reinterpret_cast<epigemm_context_t>(
-        epigemm::handles().add(epigemm::HandleKind::context, context.get()));
-    context.release();  // owned through the registry until epigemm_context_destroy
-  } catch (const std::bad_alloc&) {
-    return EPIGEMM_STATUS_OUT_OF_MEMORY;
-  } catch (...) {
-    return EPIGEMM_STATUS_INTERNAL_ERROR;
-  }
-  return EPIGEMM_STATUS_SUCCESS;
+  return epigemm::create_handle<Context>(epigemm::HandleKind::context, ctx);
 }
 
 epigemm_status_t epigemm_context_destroy(epigemm_context_t ctx) {
-  if (ctx == nullptr) return EPIGEMM_STATUS_SUCCESS;  // as free(NULL)
-  void* context = epigemm::handles().remove(epigemm::HandleKind::context,
-                                            reinterpret_cast<uintptr_t>(ctx));
-  if (context == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;  // destroyed already, or not a context
-  delete static_cast<Context*>(context);  // backends release their handles in their destructors
-  return EPIGEMM_STATUS_SUCCESS;
+  return epigemm::destroy_handle<Context>(epigemm::HandleKind::context, ctx);
 }
 
 const char* epigemm_context_last_error(epigemm_context_t ctx) {
@@ -342,26 +353,11 @@ const char* epigemm_dtype_name(epigemm_dtype_t dtype) { return epigemm::dtype_na
 const char* epigemm_status_name(epigemm_status_t status) { return epigemm::status_name(status); }
 
 epigemm_status_t epigemm_gemm_desc_create(epigemm_gemm_desc_t* desc) {
-  if (desc == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
-  *desc = nullptr;
-  try {
-    auto description = std::make_unique<GemmDescription>();
-    *desc = reinterpret_cast<epigemm_gemm_desc_t>(
-        epigemm::handles().add(epigemm::HandleKind::description, description.get()));
-    description.release();  // owned through the registry until epigemm_gemm_desc_destroy
-  } catch (const std::bad_alloc&) {
-    return EPIGEMM_STATUS_OUT_OF_MEMORY;
-  }
-  return EPIGEMM_STATUS_SUCCESS;
+  return epigemm::create_handle<GemmDescription>(epigemm::HandleKind::description, desc);
 }
 
 epigemm_status_t epigemm_gemm_desc_destroy(epigemm_gemm_desc_t desc) {
-  if (desc == nullptr) return EPIGEMM_STATUS_SUCCESS;  // as free(NULL)
-  void* description = epigemm::handles().remove(epigemm::HandleKind::description,
-                                                reinterpret_cast<uintptr_t>(desc));
-  if (description == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
-  delete static_cast<GemmDescription*>(description);
-  return EPIGEMM_STATUS_SUCCESS;
+  return epigemm::destroy_handle<GemmDescription>(epigemm::HandleKind::description, desc);
 }
 
 // Setters store what they are given; epigemm_gemm validates it (with a message) before use.
