@@ -131,7 +131,9 @@ typedef struct epigemm_gemm_desc_s *epigemm_gemm_desc_t;
 /* ---- context ------------------------------------------------------------------------------ */
 
 /* Creates a context. On a machine with a GPU, GPU backend state (handles, streams, events) is
- * created here once and reused by every call. */
+ * created here once and reused by every call. A handle (context or description) is a number the
+ * library checks on every call: one never created, already destroyed, or of the other kind is
+ * refused with EPIGEMM_STATUS_INVALID_VALUE. Destroying NULL does nothing. */
 epigemm_status_t epigemm_context_create(epigemm_context_t *ctx /* out */);
 epigemm_status_t epigemm_context_destroy(epigemm_context_t ctx);
 
