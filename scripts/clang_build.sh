@@ -12,10 +12,11 @@ build_dir=${CLANG_BUILD_DIR:-build-clang}
 jobs=${JOBS:-$(nproc)}
 generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
-cuda=()
-if command -v nvcc >/dev/null 2>&1; then cuda=(-DCMAKE_CUDA_HOST_COMPILER="$(command -v clang++)"); fi
+# nvcc's host compiler comes from CUDAHOSTCXX (CMake reads it on the first configure only).
+cuda=""
+if command -v nvcc >/dev/null 2>&1; then cuda=" (CUDA with clang++ as nvcc's host compiler)"; fi
 
-CC=clang CXX=clang++ cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "${cuda[@]}"
+CC=clang CXX=clang++ CUDAHOSTCXX=clang++ cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release
 mkdir -p "$build_dir"
 cmake --build "$build_dir" -j "$jobs" 2>&1 | tee "$build_dir/build.log"
 if grep -q "warning:" "$build_dir/build.log"; then
@@ -23,4 +24,4 @@ if grep -q "warning:" "$build_dir/build.log"; then
   echo "clang build: the warnings above"
   exit 1
 fi
-echo "clang build: everything built without warnings${cuda:+ (CUDA with clang++ as host compiler)}"
+echo "clang build: everything built without warnings${cuda}"
