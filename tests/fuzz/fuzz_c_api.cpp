@@ -507,6 +507,28 @@ bool in_storage(const Call& call, const void* data, int64_t span) {
   return span <= bytes.data() + bytes.size() - kGuardBytes - static_cast<const unsigned char*>(data);
 }
 
+// The operands as the call reads them: the inputs it reads (A, B, bias, aux for DGELU, D when
+// beta != 0) hold values, the outputs it writes the poison. Done once the GEMM the call means is
+// known, on the final pointers: an operand may sit in another one's buffer (a poisoned output the
+// call does not take), and an input read from there would be NaN, which could come out with the
+// poison's bits and look unwritten.
+void prepare_operands(Call& call, const GemmMeaning& g) {
+  auto values = [&](const void* data, int64_t span, int dtype, uint32_t seed) {
+    if (in_storage(call, data, span)) fill_values(const_cast<void*>(data), span, dtype, seed);
+  };
+  auto poison = [&](const void* data, int64_t span) {
+    if (in_storage(call, data, span) && span > 0) std::memset(const_cast<void*>(data), kPoisonByte, size_t(span));
+  };
+  if (g.has_bias_grad) poison(g.bias_grad.data, span_bytes(g.bias_grad));
+  if (g.has_aux && writes_aux(g.epilogue)) poison(g.aux.data, span_bytes(g.aux));
+  if (g.beta == 0.0f) poison(g.d.data, span_bytes(g.d));
+  values(g.a.data, span_bytes(g.a), int(g.a.dtype), 71);
+  values(g.b.data, span_bytes(g.b), int(g.b.dtype), 72);
+  if (g.beta != 0.0f) values(g.d.data, span_bytes(g.d), int(g.d.dtype), 73);
+  if (g.has_bias) values(g.bias.data, span_bytes(g.bias), int(g.bias.dtype), 77);
+  if (g.has_aux && reads_aux(g.epilogue)) values(g.aux.data, span_bytes(g.aux), int(g.aux.dtype), 78);
+}
+
 void snapshot(Call& call) {
   for (int s = 0; s < kSlots; ++s) call.before[s] = call.buffers[s].bytes();
 }
@@ -834,6 +856,7 @@ void run_gemm(Input& in, Call& call) {
   epigemm_gemm_desc_t desc = make_description(g, g.backend);
   call.text = describe(g);
   Prediction p = check_gemm(&g, process().machine);
+  prepare_operands(call, g);
   if (p.verdict == Verdict::runs && needs_missing_storage(call, g)) {
     epigemm_gemm_desc_destroy(desc);
     return;
@@ -881,18 +904,7 @@ void run_classic(Input& in, Call& call) {
   const int accumulate = call.g.beta != 0.0f ? 1 : 0;
   GemmMeaning g = classic_meaning(call.g.a, call.g.b, call.g.d, bias, pre, call.g.transa, call.g.transb,
                                   grad, accumulate, backend);
-  // The classic call's own reading of the operands (its grad may differ from the description's
-  // epilogue): the bias and pre_gelu_out it reads get values, the ones it writes the poison.
-  if (g.has_bias && in_storage(call, g.bias.data, span_bytes(g.bias))) {
-    fill_values(g.bias.data, span_bytes(g.bias), int(g.bias.dtype), 77);
-  }
-  if (g.has_aux && in_storage(call, g.aux.data, span_bytes(g.aux))) {
-    if (reads_aux(g.epilogue)) fill_values(g.aux.data, span_bytes(g.aux), int(g.aux.dtype), 78);
-    else std::memset(g.aux.data, kPoisonByte, size_t(span_bytes(g.aux)));
-  }
-  if (g.has_bias_grad && in_storage(call, g.bias_grad.data, span_bytes(g.bias_grad))) {
-    std::memset(g.bias_grad.data, kPoisonByte, size_t(span_bytes(g.bias_grad)));
-  }
+  prepare_operands(call, g);  // its grad may make the description's outputs inputs, and back
   call.text = "classic grad=" + std::to_string(grad) + " accumulate=" + std::to_string(accumulate) + ": " + describe(g);
   Prediction p = check_gemm(&g, process().machine);
   if (p.verdict == Verdict::runs && needs_missing_storage(call, g)) return;
@@ -923,6 +935,7 @@ void run_layer(Input& in, Call& call) {
   build_layer(in, call);
   GemmMeaning g;
   Prediction p = check_layer(layer_args(call, backend, nullptr, 0), process().machine, &g);
+  if (p.verdict != Verdict::invalid) prepare_operands(call, g);  // g is the mapped GEMM then
   call.text = std::string(call.pass == Pass::fprop ? "fprop" : call.pass == Pass::dgrad ? "dgrad" : "wgrad") +
               " as " + describe(g);
   if (p.verdict == Verdict::runs && needs_missing_storage(call, g)) return;
