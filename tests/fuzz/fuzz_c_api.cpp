@@ -827,6 +827,13 @@ Offer offer_workspace(Input& in, Call& call, size_t needed) {
   return o;
 }
 
+// A workspace beyond what this target allocates (the layer query's bound can be gigabytes) has
+// an address never to be touched: a call that runs with it is skipped, as an operand without
+// storage is.
+bool workspace_missing(const Call& call, const Prediction& p) {
+  return p.verdict == Verdict::runs && call.buffers[kSlotWorkspace].fake();
+}
+
 epigemm_backend_t last_backend() {
   epigemm_backend_t ran = EPIGEMM_BACKEND_AUTO;
   if (epigemm_context_last_backend(process().ctx, &ran, nullptr) != EPIGEMM_STATUS_SUCCESS) std::abort();
@@ -875,6 +882,10 @@ void run_gemm(Input& in, Call& call) {
   g.workspace_bytes = offer.bytes;
   p = check_gemm(&g, process().machine);
   call.text = describe(g);
+  if (workspace_missing(call, p)) {
+    epigemm_gemm_desc_destroy(desc);
+    return;
+  }
   snapshot(call);
   announce(call, offer.data, offer.bytes);
   const epigemm_status_t status = epigemm_gemm(ctx, desc, &g.a, &g.b, &g.d, offer.data, offer.bytes, nullptr);
@@ -920,6 +931,7 @@ void run_classic(Input& in, Call& call) {
   g.workspace = offer.data;
   g.workspace_bytes = offer.bytes;
   p = check_gemm(&g, process().machine);
+  if (workspace_missing(call, p)) return;
   snapshot(call);
   announce(call, offer.data, offer.bytes);
   const epigemm_status_t status = epigemm_classic_gemm(
@@ -955,6 +967,7 @@ void run_layer(Input& in, Call& call) {
   const Offer offer = offer_workspace(in, call, needed);
   const LayerArgs args = layer_args(call, backend, offer.data, offer.bytes);
   p = check_layer(args, process().machine, &g);
+  if (workspace_missing(call, p)) return;
   snapshot(call);
   announce(call, offer.data, offer.bytes);
   epigemm_status_t status = EPIGEMM_STATUS_INTERNAL_ERROR;
