@@ -46,3 +46,15 @@ run: deps
 
 clean:
 	rm -rf $(BUILD_DIR) $(BUILD_DIR)-cpu
+
+# CI's extra builds (they install clang and its runtimes first):
+#   make sanitize  - clang + ASan + UBSan build, the whole test suite under it, 90 s of fuzzing
+#   make clang     - clang build of everything (CUDA too, with clang++ as nvcc's host compiler)
+.PHONY: sanitize clang
+sanitize:
+	@bash scripts/install_deps.sh --ci
+	bash scripts/sanitize.sh
+
+clang:
+	@bash scripts/install_deps.sh --ci
+	bash scripts/clang_build.sh

@@ -16,6 +16,9 @@ declare -A purpose=(
   [libdnnl-dev]="oneDNN, a GEMM engine of the cpu backend"
 )
 packages=(cmake ninja-build g++ make pkg-config libgtest-dev libopenblas-dev libdnnl-dev)
+# --ci: also what CI's clang, sanitizer and fuzzing builds need (scripts/clang_build.sh,
+# scripts/sanitize.sh): clang, its sanitizer and libFuzzer runtimes, its OpenMP runtime.
+if [ "${1:-}" = "--ci" ]; then packages+=(clang libclang-rt-14-dev libomp-dev); fi
 missing=()
 for package in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

@@ -14,12 +14,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -332,24 +335,45 @@ TEST_F(Degenerate, EmptyInnerDimensionIsBetaTimesDThenEpilogue) {
   }
 }
 
-// Empty operands may have NULL data (docs/conventions.md §4).
+// Empty operands may have NULL data (docs/conventions.md §4), on every host backend. gemm_n = 40
+// makes the cpu backend's BGRADB sum several groups of columns: with gemm_k = 0 it once formed
+// their addresses from B's NULL data (NULL plus an offset, undefined; -fsanitize=pointer-overflow
+// in the sanitizer build).
 TEST_F(Degenerate, EmptyOperandsMayHaveNullData) {
-  float d[4] = {7, 7, 7, 7};
+  constexpr int64_t kColumns = 40;
+  for (const Target& target : usable_targets(ctx_)) {
+    if (target.memory != EPIGEMM_MEMORY_HOST) continue;  // host arrays here
+    for (epigemm_op_t transb : {N, T}) {
+      SCOPED_TRACE(target_name(target) + (transb == T ? " transb = T" : " transb = N"));
+      std::vector<float> d(2 * kColumns, 7.0f), bg(kColumns, 7.0f);
+      const epigemm_matrix_t A{nullptr, EPIGEMM_DTYPE_F32, 2, 0, 2, EPIGEMM_MEMORY_HOST};
+      // op(B) is 0 x kColumns: stored 0 x kColumns (N) or kColumns x 0 (T).
+      const epigemm_matrix_t B = transb == N
+          ? epigemm_matrix_t{nullptr, EPIGEMM_DTYPE_F32, 0, kColumns, 1, EPIGEMM_MEMORY_HOST}
+          : epigemm_matrix_t{nullptr, EPIGEMM_DTYPE_F32, kColumns, 0, kColumns, EPIGEMM_MEMORY_HOST};
+      const epigemm_matrix_t D{d.data(), EPIGEMM_DTYPE_F32, 2, kColumns, 2, EPIGEMM_MEMORY_HOST};
+      const epigemm_vector_t BG{bg.data(), EPIGEMM_DTYPE_F32, kColumns, EPIGEMM_MEMORY_HOST};
+      epigemm_gemm_desc_t desc = nullptr;
+      ASSERT_EQ(epigemm_gemm_desc_create(&desc), EPIGEMM_STATUS_SUCCESS);
+      epigemm_gemm_desc_set_transpose(desc, N, transb);
+      epigemm_gemm_desc_set_epilogue(desc, EPIGEMM_EPILOGUE_BGRADB);
+      epigemm_gemm_desc_set_bias_grad(desc, &BG);
+      epigemm_gemm_desc_set_backend(desc, target.backend);
+      EXPECT_EQ(epigemm_gemm(ctx_, desc, &A, &B, &D, nullptr, 0, nullptr), EPIGEMM_STATUS_SUCCESS)
+          << epigemm_context_last_error(ctx_);
+      for (float v : d) EXPECT_EQ(v, 0.0f);
+      for (float v : bg) EXPECT_EQ(v, 0.0f);
+      epigemm_gemm_desc_destroy(desc);
+    }
+  }
+  // gemm_m = 0: D has no elements and may be NULL too.
   float bg[2] = {7, 7};
-  const epigemm_matrix_t A{nullptr, EPIGEMM_DTYPE_F32, 2, 0, 2, EPIGEMM_MEMORY_HOST};
-  const epigemm_matrix_t B{nullptr, EPIGEMM_DTYPE_F32, 0, 2, 1, EPIGEMM_MEMORY_HOST};
-  const epigemm_matrix_t D{d, EPIGEMM_DTYPE_F32, 2, 2, 2, EPIGEMM_MEMORY_HOST};
   const epigemm_vector_t BG{bg, EPIGEMM_DTYPE_F32, 2, EPIGEMM_MEMORY_HOST};
   epigemm_gemm_desc_t desc = nullptr;
   ASSERT_EQ(epigemm_gemm_desc_create(&desc), EPIGEMM_STATUS_SUCCESS);
   epigemm_gemm_desc_set_epilogue(desc, EPIGEMM_EPILOGUE_BGRADB);
   epigemm_gemm_desc_set_bias_grad(desc, &BG);
   epigemm_gemm_desc_set_backend(desc, EPIGEMM_BACKEND_REFERENCE);
-  EXPECT_EQ(epigemm_gemm(ctx_, desc, &A, &B, &D, nullptr, 0, nullptr), EPIGEMM_STATUS_SUCCESS)
-      << epigemm_context_last_error(ctx_);
-  for (float v : d) EXPECT_EQ(v, 0.0f);
-  for (float v : bg) EXPECT_EQ(v, 0.0f);
-  // gemm_m = 0: D has no elements and may be NULL too.
   const epigemm_matrix_t A0{nullptr, EPIGEMM_DTYPE_F32, 0, 3, 1, EPIGEMM_MEMORY_HOST};
   float b[3 * 2] = {1, 2, 3, 4, 5, 6};
   const epigemm_matrix_t B3{b, EPIGEMM_DTYPE_F32, 3, 2, 3, EPIGEMM_MEMORY_HOST};
@@ -617,6 +641,179 @@ TEST(SixtyFourBit, ValidationAcceptsLargeSizesWithEmptyProduct) {
             EPIGEMM_STATUS_SUCCESS)
       << epigemm_context_last_error(ctx);
   epigemm_gemm_desc_destroy(desc);
+  epigemm_context_destroy(ctx);
+}
+
+// ---- huge dimensions beside an empty one --------------------------------------------------------
+// A call with nothing to write returns at once, whatever its other dimensions: nothing is
+// allocated for them and no loop runs over them. gemm_m = gemm_n = 0 with gemm_k = 2^40 once
+// allocated 8 gemm_k bytes on the reference backend (OUT_OF_MEMORY; INTERNAL_ERROR at 2^62), and
+// an fprop with tokens = 2^62 and in = out = 0 never returned (reference; cpu with bf16, one
+// empty pass per 512 tokens).
+
+constexpr int64_t kHuge = int64_t(1) << 62;
+
+// Runs `calls` on a thread of its own; when they have not returned within `seconds`, prints what
+// hung and ends the test binary with a failure (a call that never returns cannot be failed or
+// stopped any other way).
+void within_seconds(double seconds, const std::string& what, const std::function<void()>& calls) {
+  std::mutex mutex;
+  std::condition_variable finished;
+  bool done = false;
+  std::thread worker([&] {
+    calls();
+    std::lock_guard<std::mutex> lock(mutex);
+    done = true;
+    finished.notify_one();
+  });
+  std::unique_lock<std::mutex> lock(mutex);
+  if (!finished.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return done; })) {
+    std::fprintf(stderr, "FAILED: %s did not return within %.0f s\n", what.c_str(), seconds);
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+  lock.unlock();
+  worker.join();
+}
+
+const epigemm_backend_t kHostBackends[] = {EPIGEMM_BACKEND_REFERENCE, EPIGEMM_BACKEND_CPU,
+                                           EPIGEMM_BACKEND_AUTO};
+
+// SUCCESS; or NOT_SUPPORTED from the cpu backend asked by name, which may decline sizes its GEMM
+// engine cannot take (OpenBLAS takes 32-bit ones): a prompt answer either way.
+bool succeeded_or_declined(epigemm_status_t status, epigemm_backend_t backend) {
+  return status == EPIGEMM_STATUS_SUCCESS ||
+         (status == EPIGEMM_STATUS_NOT_SUPPORTED && backend == EPIGEMM_BACKEND_CPU);
+}
+
+TEST(HugeBesideEmpty, GemmCallsWithNothingToWriteReturnAtOnce) {
+  struct Sizes {
+    int64_t m, n, k;
+  };
+  const Sizes sizes[] = {{0, 0, kHuge}, {0, kHuge, 0}, {kHuge, 0, 0}};
+  within_seconds(120, "a GEMM call with an empty D and a dimension of 2^62", [&] {
+    epigemm_context_t ctx = nullptr;
+    ASSERT_EQ(epigemm_context_create(&ctx), EPIGEMM_STATUS_SUCCESS);
+    for (const epigemm_backend_t backend : kHostBackends) {
+      if (!epigemm_backend_usable(ctx, backend)) continue;
+      for (const Sizes& s : sizes) {
+        for (const epigemm_dtype_t dtype : {EPIGEMM_DTYPE_F32, EPIGEMM_DTYPE_BF16}) {
+          for (const epigemm_epilogue_t e : kAllEpilogues) {
+            // A bias or bias gradient of 2^62 elements would not be empty: not this test.
+            const int64_t bias_grad_length = e == EPIGEMM_EPILOGUE_BGRADB ? s.n : s.m;
+            if ((reads_bias(e) && s.m > 0) || (writes_bias_grad(e) && bias_grad_length > 0)) continue;
+            for (const epigemm_op_t trans : {N, T}) {
+              SCOPED_TRACE(std::string(epigemm_backend_name(backend)) + " " + epigemm_epilogue_name(e) +
+                           " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
+                           " k=" + std::to_string(s.k) + (trans == T ? " TT " : " NN ") +
+                           epigemm_dtype_name(dtype));
+              auto stored = [&](int64_t rows, int64_t cols) {
+                return epigemm_matrix_t{nullptr, dtype, rows, cols, rows < 1 ? 1 : rows, EPIGEMM_MEMORY_HOST};
+              };
+              const epigemm_matrix_t A = trans == N ? stored(s.m, s.k) : stored(s.k, s.m);
+              const epigemm_matrix_t B = trans == N ? stored(s.k, s.n) : stored(s.n, s.k);
+              const epigemm_matrix_t D = stored(s.m, s.n), AUX = stored(s.m, s.n);
+              const epigemm_vector_t V{nullptr, EPIGEMM_DTYPE_F32, 0, EPIGEMM_MEMORY_HOST};
+              epigemm_gemm_desc_t desc = nullptr;
+              ASSERT_EQ(epigemm_gemm_desc_create(&desc), EPIGEMM_STATUS_SUCCESS);
+              epigemm_gemm_desc_set_transpose(desc, trans, trans);
+              epigemm_gemm_desc_set_epilogue(desc, e);
+              epigemm_gemm_desc_set_bias(desc, reads_bias(e) ? &V : nullptr);
+              epigemm_gemm_desc_set_aux(desc, writes_aux(e) || reads_aux(e) ? &AUX : nullptr);
+              epigemm_gemm_desc_set_bias_grad(desc, writes_bias_grad(e) ? &V : nullptr);
+              epigemm_gemm_desc_set_backend(desc, backend);
+              size_t bytes = 0;
+              const epigemm_status_t sized = epigemm_gemm_workspace_size(ctx, desc, &A, &B, &D, &bytes);
+              EXPECT_TRUE(succeeded_or_declined(sized, backend)) << epigemm_context_last_error(ctx);
+              EXPECT_EQ(bytes, 0u) << "workspace for a call with nothing to compute";
+              const epigemm_status_t status = epigemm_gemm(ctx, desc, &A, &B, &D, nullptr, 0, nullptr);
+              EXPECT_TRUE(succeeded_or_declined(status, backend)) << epigemm_context_last_error(ctx);
+              epigemm_gemm_desc_destroy(desc);
+            }
+          }
+        }
+      }
+    }
+    epigemm_context_destroy(ctx);
+  });
+}
+
+// The layer calls of the report: tokens = 2^62 with in_features = out_features = 0 (fprop and
+// dgrad: gemm_n = 2^62 beside gemm_m = gemm_k = 0; wgrad: gemm_k = 2^62 beside an empty dW).
+TEST(HugeBesideEmpty, LayerCallsWithNoFeaturesAndHugeTokensReturnAtOnce) {
+  within_seconds(120, "a layer call with tokens = 2^62 and no features", [&] {
+    epigemm_context_t ctx = nullptr;
+    ASSERT_EQ(epigemm_context_create(&ctx), EPIGEMM_STATUS_SUCCESS);
+    for (const epigemm_backend_t backend : kHostBackends) {
+      if (!epigemm_backend_usable(ctx, backend)) continue;
+      ASSERT_EQ(epigemm_context_set_backend(ctx, backend), EPIGEMM_STATUS_SUCCESS);
+      for (const epigemm_dtype_t dtype : {EPIGEMM_DTYPE_F32, EPIGEMM_DTYPE_BF16}) {
+        for (const bool gelu_and_bias : {false, true}) {
+          SCOPED_TRACE(std::string(epigemm_backend_name(backend)) + " " + epigemm_dtype_name(dtype) +
+                       (gelu_and_bias ? " with GELU and bias" : ""));
+          const epigemm_tensor_t tokens_by_none{nullptr, dtype, kHuge, 0, 1, EPIGEMM_MEMORY_HOST};
+          const epigemm_tensor_t none_by_none{nullptr, dtype, 0, 0, 1, EPIGEMM_MEMORY_HOST};
+          const epigemm_vector_t none{nullptr, EPIGEMM_DTYPE_F32, 0, EPIGEMM_MEMORY_HOST};
+          const epigemm_vector_t* vector = gelu_and_bias ? &none : nullptr;
+          const epigemm_tensor_t* pre_gelu = gelu_and_bias ? &tokens_by_none : nullptr;
+          size_t bytes = 0;
+          EXPECT_TRUE(succeeded_or_declined(
+              epigemm_linear_workspace_size(ctx, kHuge, 0, 0, dtype, EPIGEMM_MEMORY_HOST, &bytes), backend))
+              << epigemm_context_last_error(ctx);
+          EXPECT_EQ(bytes, 0u);
+          EXPECT_TRUE(succeeded_or_declined(
+              epigemm_linear_fprop(ctx, &tokens_by_none, &none_by_none, vector, pre_gelu,
+                                   &tokens_by_none, nullptr, 0, nullptr), backend))
+              << "fprop: " << epigemm_context_last_error(ctx);
+          EXPECT_TRUE(succeeded_or_declined(
+              epigemm_linear_dgrad(ctx, &tokens_by_none, &none_by_none, pre_gelu, vector,
+                                   &tokens_by_none, nullptr, 0, nullptr), backend))
+              << "dgrad: " << epigemm_context_last_error(ctx);
+          EXPECT_TRUE(succeeded_or_declined(
+              epigemm_linear_wgrad(ctx, &tokens_by_none, &tokens_by_none, &none_by_none, 0, vector,
+                                   nullptr, 0, nullptr), backend))
+              << "wgrad: " << epigemm_context_last_error(ctx);
+        }
+      }
+    }
+    epigemm_context_destroy(ctx);
+  });
+}
+
+// ---- a host allocation that fails ---------------------------------------------------------------
+// The reference backend widens op(A) into gemm_m x gemm_k doubles of scratch. When the host cannot
+// provide them the call fails with OUT_OF_MEMORY and writes nothing: BGRADB once wrote its bias
+// gradient first and allocated afterwards. Here the scratch would be 2^26 x 2^21 doubles (1 PiB,
+// more than any address space), so the allocation fails everywhere; A and D are addresses that
+// are never dereferenced (the call fails before it reads A or writes D), B and the bias gradient
+// are real.
+TEST(OutOfMemory, ReferenceBackendWritesNothingWhenItsScratchCannotBeAllocated) {
+  const int64_t m = int64_t(1) << 26, k = int64_t(1) << 21, n = 1;
+  std::vector<float> b(size_t(k), 0.5f);
+  float bias_grad[1] = {kSentinel};
+  // Far beyond the user address space: disjoint from every real buffer, never dereferenced.
+  void* const a_address = reinterpret_cast<void*>(uintptr_t(1) << 52);
+  void* const d_address = reinterpret_cast<void*>(uintptr_t(1) << 53);
+  const epigemm_matrix_t A{a_address, EPIGEMM_DTYPE_F32, m, k, m, EPIGEMM_MEMORY_HOST};
+  const epigemm_matrix_t B{b.data(), EPIGEMM_DTYPE_F32, k, n, k, EPIGEMM_MEMORY_HOST};
+  const epigemm_matrix_t D{d_address, EPIGEMM_DTYPE_F32, m, n, m, EPIGEMM_MEMORY_HOST};
+  const epigemm_vector_t BG{bias_grad, EPIGEMM_DTYPE_F32, n, EPIGEMM_MEMORY_HOST};
+  epigemm_context_t ctx = nullptr;
+  ASSERT_EQ(epigemm_context_create(&ctx), EPIGEMM_STATUS_SUCCESS);
+  for (const epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_BGRADB, EPIGEMM_EPILOGUE_DEFAULT}) {
+    SCOPED_TRACE(epigemm_epilogue_name(e));
+    epigemm_gemm_desc_t desc = nullptr;
+    ASSERT_EQ(epigemm_gemm_desc_create(&desc), EPIGEMM_STATUS_SUCCESS);
+    epigemm_gemm_desc_set_epilogue(desc, e);
+    epigemm_gemm_desc_set_bias_grad(desc, e == EPIGEMM_EPILOGUE_BGRADB ? &BG : nullptr);
+    epigemm_gemm_desc_set_backend(desc, EPIGEMM_BACKEND_REFERENCE);
+    EXPECT_EQ(epigemm_gemm(ctx, desc, &A, &B, &D, nullptr, 0, nullptr), EPIGEMM_STATUS_OUT_OF_MEMORY)
+        << epigemm_context_last_error(ctx);
+    const std::string message = epigemm_context_last_error(ctx);
+    EXPECT_NE(message.find("bytes"), std::string::npos) << message;
+    EXPECT_EQ(bias_grad[0], kSentinel) << "bias_grad was written by a call that failed";
+    epigemm_gemm_desc_destroy(desc);
+  }
   epigemm_context_destroy(ctx);
 }
 

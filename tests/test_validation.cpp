@@ -19,6 +19,7 @@
 #include <ostream>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "epigemm/epigemm.h"
@@ -860,20 +861,25 @@ TEST(BadInput, NullContextIsRefusedWithoutTouchingOutputs) {
   EXPECT_EQ(epigemm_context_destroy(nullptr), EPIGEMM_STATUS_SUCCESS);
 }
 
+// Every setter of a description refuses this handle (NULL, destroyed, or not a description).
+void expect_every_setter_refuses(epigemm_gemm_desc_t desc) {
+  const epigemm_vector_t v{nullptr, EPIGEMM_DTYPE_F32, 0, EPIGEMM_MEMORY_HOST};
+  const epigemm_matrix_t m{nullptr, EPIGEMM_DTYPE_F32, 0, 0, 1, EPIGEMM_MEMORY_HOST};
+  EXPECT_EQ(epigemm_gemm_desc_set_transpose(desc, N, T), EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_gemm_desc_set_scalars(desc, 1.0f, 0.0f), EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_gemm_desc_set_epilogue(desc, kBiasE), EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_gemm_desc_set_activation(desc, kRelu), EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_gemm_desc_set_bias(desc, &v), EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_gemm_desc_set_aux(desc, &m), EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_gemm_desc_set_bias_grad(desc, &v), EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_gemm_desc_set_allow_tf32(desc, 1), EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_gemm_desc_set_backend(desc, EPIGEMM_BACKEND_CPU), EPIGEMM_STATUS_INVALID_VALUE);
+}
+
 TEST(BadInput, NullOutPointersAndNullDescriptionToSetters) {
   EXPECT_EQ(epigemm_context_create(nullptr), EPIGEMM_STATUS_INVALID_VALUE);
   EXPECT_EQ(epigemm_gemm_desc_create(nullptr), EPIGEMM_STATUS_INVALID_VALUE);
-  const epigemm_vector_t v{nullptr, EPIGEMM_DTYPE_F32, 0, EPIGEMM_MEMORY_HOST};
-  const epigemm_matrix_t m{nullptr, EPIGEMM_DTYPE_F32, 0, 0, 1, EPIGEMM_MEMORY_HOST};
-  EXPECT_EQ(epigemm_gemm_desc_set_transpose(nullptr, N, N), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_scalars(nullptr, 1.0f, 0.0f), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_epilogue(nullptr, kBiasE), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_activation(nullptr, kRelu), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_bias(nullptr, &v), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_aux(nullptr, &m), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_bias_grad(nullptr, &v), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_allow_tf32(nullptr, 1), EPIGEMM_STATUS_INVALID_VALUE);
-  EXPECT_EQ(epigemm_gemm_desc_set_backend(nullptr, EPIGEMM_BACKEND_AUTO), EPIGEMM_STATUS_INVALID_VALUE);
+  expect_every_setter_refuses(nullptr);
   EXPECT_EQ(epigemm_gemm_desc_destroy(nullptr), EPIGEMM_STATUS_SUCCESS);
   epigemm_context_t ctx = nullptr;
   ASSERT_EQ(epigemm_context_create(&ctx), EPIGEMM_STATUS_SUCCESS);
@@ -912,6 +918,183 @@ TEST(BadInput, ValidCallAfterFailureSucceedsAndClearsLastError) {
   ASSERT_EQ(layer.run(ctx), EPIGEMM_STATUS_SUCCESS) << epigemm_context_last_error(ctx);
   EXPECT_STREQ(epigemm_context_last_error(ctx), "");
   epigemm_context_destroy(ctx);
+}
+
+// Every int is a value of each public enum type in C++: the header gives them the fixed
+// underlying type int, so the out-of-range values a C caller may pass (the table above passes
+// them on purpose) are values the library's range checks refuse, not undefined loads
+// (-fsanitize=enum in the sanitizer build). List-initialization from an int compiles only for an
+// enum with a fixed underlying type.
+TEST(BadInput, EveryIntIsAValueOfEachPublicEnum) {
+  static_assert(std::is_same_v<std::underlying_type_t<epigemm_status_t>, int>);
+  static_assert(std::is_same_v<std::underlying_type_t<epigemm_dtype_t>, int>);
+  static_assert(std::is_same_v<std::underlying_type_t<epigemm_memory_t>, int>);
+  static_assert(std::is_same_v<std::underlying_type_t<epigemm_op_t>, int>);
+  static_assert(std::is_same_v<std::underlying_type_t<epigemm_epilogue_t>, int>);
+  static_assert(std::is_same_v<std::underlying_type_t<epigemm_backend_t>, int>);
+  static_assert(sizeof(epigemm_matrix_t) == 48 && sizeof(epigemm_vector_t) == 32,
+                "the structs keep their C layout");
+  const int values[] = {-2147483647 - 1, -1, 7, 99, 2147483647};
+  for (const int value : values) {
+    SCOPED_TRACE(value);
+    EXPECT_STREQ(epigemm_backend_name(epigemm_backend_t{value}), "invalid backend");
+    EXPECT_STREQ(epigemm_epilogue_name(epigemm_epilogue_t{value}), "invalid epilogue");
+    EXPECT_STREQ(epigemm_dtype_name(epigemm_dtype_t{value}), "invalid dtype");
+    EXPECT_STREQ(epigemm_status_name(epigemm_status_t{value}), "invalid status");
+    epigemm_context_t ctx = nullptr;
+    ASSERT_EQ(epigemm_context_create(&ctx), EPIGEMM_STATUS_SUCCESS);
+    EXPECT_EQ(epigemm_context_set_backend(ctx, epigemm_backend_t{value}), EPIGEMM_STATUS_INVALID_VALUE);
+    EXPECT_TRUE(contains_number(epigemm_context_last_error(ctx), value)) << epigemm_context_last_error(ctx);
+    EXPECT_EQ(epigemm_backend_usable(ctx, epigemm_backend_t{value}), 0);
+    EXPECT_EQ(epigemm_backend_compiled(ctx, epigemm_backend_t{value}), 0);
+    size_t bytes = 0;
+    EXPECT_EQ(epigemm_linear_workspace_size(ctx, 4, 4, 4, epigemm_dtype_t{value}, EPIGEMM_MEMORY_HOST, &bytes),
+              EPIGEMM_STATUS_INVALID_VALUE);
+    EXPECT_TRUE(contains_word(epigemm_context_last_error(ctx), "dtype")) << epigemm_context_last_error(ctx);
+    EXPECT_EQ(epigemm_linear_workspace_size(ctx, 4, 4, 4, EPIGEMM_DTYPE_F32, epigemm_memory_t{value}, &bytes),
+              EPIGEMM_STATUS_INVALID_VALUE);
+    EXPECT_TRUE(contains_word(epigemm_context_last_error(ctx), "memory")) << epigemm_context_last_error(ctx);
+    BadCall call;
+    call.gemm(kBiasE);
+    call.transa = epigemm_op_t{value};
+    EXPECT_EQ(call.run(ctx), EPIGEMM_STATUS_INVALID_VALUE);
+    EXPECT_EQ(std::string(epigemm_context_last_error(ctx)).rfind("transa", 0), 0u) << epigemm_context_last_error(ctx);
+    call.transa = N;
+    call.epilogue = epigemm_epilogue_t{value};
+    EXPECT_EQ(call.run(ctx), EPIGEMM_STATUS_INVALID_VALUE);
+    EXPECT_EQ(std::string(epigemm_context_last_error(ctx)).rfind("epilogue", 0), 0u) << epigemm_context_last_error(ctx);
+    for (int s = 0; s < kSlots; ++s) EXPECT_EQ(call.arenas[s].first_change(), -1) << kSlotNames[s];
+    epigemm_context_destroy(ctx);
+  }
+}
+
+// ---- handles -----------------------------------------------------------------------------------
+// A context or description handle that was never created, was destroyed already, or is of the
+// other kind is refused with INVALID_VALUE, and nothing behind it is touched: a double destroy
+// crashed (context) or aborted in the C library (description), and a description passed as a
+// context was read as one.
+
+TEST(BadHandle, DestroyingTwiceIsRefused) {
+  epigemm_context_t ctx = nullptr;
+  ASSERT_EQ(epigemm_context_create(&ctx), EPIGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(epigemm_context_destroy(ctx), EPIGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(epigemm_context_destroy(ctx), EPIGEMM_STATUS_INVALID_VALUE);
+  epigemm_gemm_desc_t desc = nullptr;
+  ASSERT_EQ(epigemm_gemm_desc_create(&desc), EPIGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(epigemm_gemm_desc_destroy(desc), EPIGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(epigemm_gemm_desc_destroy(desc), EPIGEMM_STATUS_INVALID_VALUE);
+  // A new handle of either kind (which may take the old one's memory) is not the old one: the
+  // stale handle stays refused, the new one keeps working.
+  epigemm_context_t next_ctx = nullptr;
+  epigemm_gemm_desc_t next_desc = nullptr;
+  ASSERT_EQ(epigemm_context_create(&next_ctx), EPIGEMM_STATUS_SUCCESS);
+  ASSERT_EQ(epigemm_gemm_desc_create(&next_desc), EPIGEMM_STATUS_SUCCESS);
+  EXPECT_NE(next_ctx, ctx);
+  EXPECT_NE(next_desc, desc);
+  EXPECT_EQ(epigemm_context_destroy(ctx), EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_gemm_desc_destroy(desc), EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_context_set_backend(next_ctx, EPIGEMM_BACKEND_REFERENCE), EPIGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(epigemm_gemm_desc_set_epilogue(next_desc, kBiasE), EPIGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(epigemm_gemm_desc_destroy(next_desc), EPIGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(epigemm_context_destroy(next_ctx), EPIGEMM_STATUS_SUCCESS);
+}
+
+TEST(BadHandle, DestroyedContextIsRefusedEverywhere) {
+  epigemm_context_t ctx = nullptr;
+  ASSERT_EQ(epigemm_context_create(&ctx), EPIGEMM_STATUS_SUCCESS);
+  ASSERT_EQ(epigemm_context_destroy(ctx), EPIGEMM_STATUS_SUCCESS);
+  EXPECT_TRUE(contains_word(epigemm_context_last_error(ctx), "ctx")) << epigemm_context_last_error(ctx);
+  epigemm_backend_t backend = EPIGEMM_BACKEND_CPU;
+  EXPECT_EQ(epigemm_context_last_backend(ctx, &backend, nullptr), EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(backend, EPIGEMM_BACKEND_CPU) << "written through a destroyed context";
+  EXPECT_EQ(epigemm_context_set_backend(ctx, EPIGEMM_BACKEND_REFERENCE), EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_context_set_allow_tf32(ctx, 1), EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_backend_usable(ctx, EPIGEMM_BACKEND_REFERENCE), 0);
+  EXPECT_EQ(epigemm_backend_compiled(ctx, EPIGEMM_BACKEND_REFERENCE), 0);
+  size_t bytes = 7;
+  EXPECT_EQ(epigemm_linear_workspace_size(ctx, 4, 4, 4, EPIGEMM_DTYPE_F32, EPIGEMM_MEMORY_HOST, &bytes),
+            EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(bytes, 7u);
+  // Every call that computes: refused with nothing written.
+  for (Entry entry : {Entry::desc, Entry::desc_workspace_size}) {
+    BadCall call;
+    call.gemm(kGeluAuxBias);
+    call.entry = entry;
+    EXPECT_EQ(call.run(ctx), EPIGEMM_STATUS_INVALID_VALUE) << "entry " << int(entry);
+    for (int s = 0; s < kSlots; ++s) EXPECT_EQ(call.arenas[s].first_change(), -1) << kSlotNames[s];
+  }
+  const epigemm_matrix_t m{nullptr, EPIGEMM_DTYPE_F32, 0, 0, 1, EPIGEMM_MEMORY_HOST};
+  const epigemm_tensor_t t{nullptr, EPIGEMM_DTYPE_F32, 0, 0, 1, EPIGEMM_MEMORY_HOST};
+  EXPECT_EQ(epigemm_classic_gemm(ctx, &m, &m, &m, nullptr, nullptr, N, N, 0, nullptr, 0, 0, nullptr),
+            EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_classic_gemm_workspace_size(ctx, &m, &m, &m, nullptr, nullptr, N, N, 0, 0, &bytes),
+            EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_linear_fprop(ctx, &t, &t, nullptr, nullptr, &t, nullptr, 0, nullptr),
+            EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_linear_dgrad(ctx, &t, &t, nullptr, nullptr, &t, nullptr, 0, nullptr),
+            EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_linear_wgrad(ctx, &t, &t, &t, 0, nullptr, nullptr, 0, nullptr),
+            EPIGEMM_STATUS_INVALID_VALUE);
+}
+
+TEST(BadHandle, DestroyedDescriptionIsRefusedWithNothingWritten) {
+  epigemm_context_t ctx = nullptr;
+  ASSERT_EQ(epigemm_context_create(&ctx), EPIGEMM_STATUS_SUCCESS);
+  epigemm_gemm_desc_t desc = nullptr;
+  ASSERT_EQ(epigemm_gemm_desc_create(&desc), EPIGEMM_STATUS_SUCCESS);
+  ASSERT_EQ(epigemm_gemm_desc_destroy(desc), EPIGEMM_STATUS_SUCCESS);
+  expect_every_setter_refuses(desc);
+  BadCall call;
+  call.gemm(kDefault);
+  for (const bool size_query : {false, true}) {
+    size_t bytes = 7;
+    const epigemm_status_t status =
+        size_query ? epigemm_gemm_workspace_size(ctx, desc, &call.A, &call.B, &call.D, &bytes)
+                   : epigemm_gemm(ctx, desc, &call.A, &call.B, &call.D, nullptr, 0, nullptr);
+    EXPECT_EQ(status, EPIGEMM_STATUS_INVALID_VALUE);
+    const std::string message = epigemm_context_last_error(ctx);
+    EXPECT_EQ(message.rfind("desc ", 0), 0u) << message;
+    EXPECT_TRUE(contains_word(message, "destroyed")) << message;
+    EXPECT_EQ(bytes, 7u);
+  }
+  for (int s = 0; s < kSlots; ++s) EXPECT_EQ(call.arenas[s].first_change(), -1) << kSlotNames[s];
+  expect_valid_call_clears_error(ctx);
+  epigemm_context_destroy(ctx);
+}
+
+// A description handed where a context is expected, and a context where a description is: each
+// is a live handle of the other kind, and refused as not being of this one.
+TEST(BadHandle, HandleOfTheOtherKindIsRefused) {
+  epigemm_context_t ctx = nullptr;
+  ASSERT_EQ(epigemm_context_create(&ctx), EPIGEMM_STATUS_SUCCESS);
+  epigemm_gemm_desc_t desc = nullptr;
+  ASSERT_EQ(epigemm_gemm_desc_create(&desc), EPIGEMM_STATUS_SUCCESS);
+  epigemm_context_t desc_as_ctx = reinterpret_cast<epigemm_context_t>(desc);
+  epigemm_gemm_desc_t ctx_as_desc = reinterpret_cast<epigemm_gemm_desc_t>(ctx);
+
+  EXPECT_EQ(epigemm_context_set_backend(desc_as_ctx, EPIGEMM_BACKEND_REFERENCE), EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_TRUE(contains_word(epigemm_context_last_error(desc_as_ctx), "ctx"));
+  EXPECT_EQ(epigemm_backend_usable(desc_as_ctx, EPIGEMM_BACKEND_REFERENCE), 0);
+  EXPECT_EQ(epigemm_context_destroy(desc_as_ctx), EPIGEMM_STATUS_INVALID_VALUE);
+  expect_every_setter_refuses(ctx_as_desc);
+  EXPECT_EQ(epigemm_gemm_desc_destroy(ctx_as_desc), EPIGEMM_STATUS_INVALID_VALUE);
+
+  BadCall call;
+  call.gemm(kDefault);
+  EXPECT_EQ(epigemm_gemm(desc_as_ctx, desc, &call.A, &call.B, &call.D, nullptr, 0, nullptr),
+            EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_EQ(epigemm_gemm(ctx, ctx_as_desc, &call.A, &call.B, &call.D, nullptr, 0, nullptr),
+            EPIGEMM_STATUS_INVALID_VALUE);
+  const std::string message = epigemm_context_last_error(ctx);
+  EXPECT_EQ(message.rfind("desc ", 0), 0u) << message;
+  for (int s = 0; s < kSlots; ++s) EXPECT_EQ(call.arenas[s].first_change(), -1) << kSlotNames[s];
+
+  // Both are still live and of their own kind.
+  EXPECT_EQ(epigemm_gemm_desc_set_backend(desc, EPIGEMM_BACKEND_REFERENCE), EPIGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(epigemm_gemm(ctx, desc, &call.A, &call.B, &call.D, nullptr, 0, nullptr), EPIGEMM_STATUS_SUCCESS)
+      << epigemm_context_last_error(ctx);
+  EXPECT_EQ(epigemm_gemm_desc_destroy(desc), EPIGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(epigemm_context_destroy(ctx), EPIGEMM_STATUS_SUCCESS);
 }
 
 // The overlap check is exact at the boundary: D starting one byte past B's last element is fine.

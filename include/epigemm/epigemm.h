@@ -30,6 +30,18 @@ extern "C" {
 
 /* The version of this header; the build (CMake, epigemm.pc, the Python package) reads it from
  * these three lines. epigemm_get_version() gives the library's. */
+
+/* In C++ every enum below has the fixed underlying type int, so that any int a C caller passes
+ * where the header has an enum is a value of the enum type (C++ gives an enum without one only
+ * the values of its enumerators' bit width, and loading any other is undefined): the library's
+ * range checks then refuse it with INVALID_VALUE. In C an enum object holds any value of its
+ * integer type already. Size and calling convention are those of an int in both languages. */
+#ifdef __cplusplus
+#define EPIGEMM_ENUM_INT : int
+#else
+#define EPIGEMM_ENUM_INT
+#endif
+
 #define EPIGEMM_VERSION_MAJOR 0
 #define EPIGEMM_VERSION_MINOR 1
 #define EPIGEMM_VERSION_PATCH 0
@@ -43,7 +55,7 @@ extern "C" {
 #endif
 #endif
 
-typedef enum epigemm_status_e {
+typedef enum epigemm_status_e EPIGEMM_ENUM_INT {
   EPIGEMM_STATUS_SUCCESS = 0,
   EPIGEMM_STATUS_INVALID_VALUE = 1,          /* a bad argument: shape, pointer, ld, dtype, ... */
   EPIGEMM_STATUS_NOT_SUPPORTED = 2,          /* a valid call the chosen backend cannot run    */
@@ -55,19 +67,19 @@ typedef enum epigemm_status_e {
   EPIGEMM_STATUS_INTERNAL_ERROR = 6
 } epigemm_status_t;
 
-typedef enum epigemm_dtype_e {
+typedef enum epigemm_dtype_e EPIGEMM_ENUM_INT {
   EPIGEMM_DTYPE_F32 = 0,
   EPIGEMM_DTYPE_F16 = 1,
   EPIGEMM_DTYPE_BF16 = 2
 } epigemm_dtype_t;
 
 /* Where a buffer lives. Every operand of one call lives in the same place. */
-typedef enum epigemm_memory_e {
+typedef enum epigemm_memory_e EPIGEMM_ENUM_INT {
   EPIGEMM_MEMORY_HOST = 0,
   EPIGEMM_MEMORY_DEVICE = 1 /* CUDA device memory of the current device */
 } epigemm_memory_t;
 
-typedef enum epigemm_op_e {
+typedef enum epigemm_op_e EPIGEMM_ENUM_INT {
   EPIGEMM_OP_N = 0, /* op(X) = X   */
   EPIGEMM_OP_T = 1  /* op(X) = X^T */
 } epigemm_op_t;
@@ -80,11 +92,7 @@ typedef enum epigemm_op_e {
  *   GELU_ERF   0.5 x (1 + erf(x / sqrt(2)))                  (PyTorch's default F.gelu)
  *   RELU       max(x, 0)                                     act'(x) = 1 if x > 0, else 0
  *   SILU       x sigmoid(x)                                  act'(x) = s (1 + x (1 - s)) */
-typedef enum epigemm_activation_e
-#ifdef __cplusplus
-    : int
-#endif
-{
+typedef enum epigemm_activation_e EPIGEMM_ENUM_INT {
   EPIGEMM_ACTIVATION_IDENTITY = 0,
   EPIGEMM_ACTIVATION_GELU_TANH = 1,
   EPIGEMM_ACTIVATION_GELU_ERF = 2,
@@ -106,11 +114,7 @@ typedef enum epigemm_activation_e
  *   BGRADA         D = acc; bias_grad[i] = sum_p op(A)[i,p]            bias_grad: gemm_m
  * GELU_AUX, GELU_AUX_BIAS, DGELU and DGELU_BGRAD are ACT_AUX, ACT_AUX_BIAS, DACT and DACT_BGRAD
  * (the same values): with the default activation they are exactly the GELU epilogues. */
-typedef enum epigemm_epilogue_e
-#ifdef __cplusplus
-    : int
-#endif
-{
+typedef enum epigemm_epilogue_e EPIGEMM_ENUM_INT {
   EPIGEMM_EPILOGUE_DEFAULT = 0,
   EPIGEMM_EPILOGUE_BIAS = 1,
   EPIGEMM_EPILOGUE_GELU_AUX = 2,
@@ -127,7 +131,7 @@ typedef enum epigemm_epilogue_e
   EPIGEMM_EPILOGUE_DACT_BGRAD = EPIGEMM_EPILOGUE_DGELU_BGRAD
 } epigemm_epilogue_t;
 
-typedef enum epigemm_backend_e {
+typedef enum epigemm_backend_e EPIGEMM_ENUM_INT {
   EPIGEMM_BACKEND_AUTO = 0,      /* the dispatcher picks among the usable backends */
   EPIGEMM_BACKEND_REFERENCE = 1, /* CPU, double accumulation: the definition      */
   EPIGEMM_BACKEND_CPU = 2,       /* CPU BLAS + vectorized epilogue kernels         */
@@ -175,7 +179,9 @@ const char *epigemm_get_version(void);
 /* ---- context ------------------------------------------------------------------------------ */
 
 /* Creates a context. On a machine with a GPU, GPU backend state (handles, streams, events) is
- * created here once and reused by every call. */
+ * created here once and reused by every call. A handle (context or description) is a number the
+ * library checks on every call: one never created, already destroyed, or of the other kind is
+ * refused with EPIGEMM_STATUS_INVALID_VALUE. Destroying NULL does nothing. */
 EPIGEMM_API
 epigemm_status_t epigemm_context_create(epigemm_context_t *ctx /* out */);
 EPIGEMM_API
@@ -404,5 +410,7 @@ epigemm_status_t epigemm_linear_wgrad(epigemm_context_t ctx, const epigemm_tenso
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
+
+#undef EPIGEMM_ENUM_INT
 
 #endif /* EPIGEMM_EPIGEMM_H */

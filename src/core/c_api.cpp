@@ -3,9 +3,13 @@
 // No exception crosses this file's functions.
 #include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <new>
-#include <vector>
+#include <sstream>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "core/context.hpp"
 #include "core/layer_mapping.hpp"
@@ -13,11 +17,11 @@
 #include "core/validate.hpp"
 #include "epigemm/epigemm.h"
 
-struct epigemm_context_s {
-  epigemm::Context context;
-};
+namespace epigemm {
+namespace {
 
-struct epigemm_gemm_desc_s {
+// What epigemm_gemm_desc_create makes: the settings of epigemm_gemm's description.
+struct GemmDescription {
   epigemm_op_t transa = EPIGEMM_OP_N;
   epigemm_op_t transb = EPIGEMM_OP_N;
   float alpha = 1.0f;
@@ -34,8 +38,106 @@ struct epigemm_gemm_desc_s {
   epigemm_backend_t backend = EPIGEMM_BACKEND_AUTO;
 };
 
-namespace epigemm {
-namespace {
+// ---- handles -----------------------------------------------------------------------------------
+// epigemm_context_t and epigemm_gemm_desc_t are serial numbers, not addresses: a registry maps
+// each live handle to its object. Every entry point looks its handle up, so a handle that was
+// never created, was destroyed already, or is of the other kind is refused with INVALID_VALUE
+// without any memory behind it being touched (a double destroy, a description passed as a
+// context). Serial numbers are never reused within a process, so a stale handle stays refused
+// after its object's memory has gone to a new one. The lookup is a mutex and a hash lookup per
+// call (docs/dev/robustness.md has its measured cost); a context is used by one thread at a time
+// and so is never destroyed while it is in use, and a description is not destroyed while it is
+// read (docs/conventions.md, "Threads").
+enum class HandleKind { context, description };
+
+class HandleRegistry {
+ public:
+  // A new handle for `object` (owned by the caller until remove() hands it back).
+  uintptr_t add(HandleKind kind, void* object) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // The serial number times an odd constant: a bijection, so never NULL or repeated, and spread
+    // over the whole range, so that a stray value (a small integer, a heap or stack address) is
+    // not a live handle but with a chance of about one in 2^64 per live handle.
+    const uintptr_t handle = uintptr_t(++serials_) * uintptr_t(0x9e3779b97f4a7c15u);
+    live_.emplace(handle, Entry{kind, object});
+    return handle;
+  }
+  // The object of a live handle of this kind, or nullptr.
+  void* find(HandleKind kind, uintptr_t handle) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto entry = live_.find(handle);
+    return entry != live_.end() && entry->second.kind == kind ? entry->second.object : nullptr;
+  }
+  // Ends a live handle of this kind and returns its object for the caller to delete, or nullptr.
+  void* remove(HandleKind kind, uintptr_t handle) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto entry = live_.find(handle);
+    if (entry == live_.end() || entry->second.kind != kind) return nullptr;
+    void* object = entry->second.object;
+    live_.erase(entry);
+    return object;
+  }
+
+ private:
+  struct Entry {
+    HandleKind kind;
+    void* object;
+  };
+  mutable std::mutex mutex_;
+  uint64_t serials_ = 0;
+  std::unordered_map<uintptr_t, Entry> live_;
+};
+
+HandleRegistry& handles() {
+  // Never destroyed: a handle may be destroyed from the destructor of a caller's static object,
+  // after this function's statics would have been.
+  static HandleRegistry* const registry = new HandleRegistry();
+  return *registry;
+}
+
+Context* find_context(epigemm_context_t ctx) {
+  return static_cast<Context*>(
+      handles().find(HandleKind::context, reinterpret_cast<uintptr_t>(ctx)));
+}
+
+GemmDescription* find_description(epigemm_gemm_desc_t desc) {
+  return static_cast<GemmDescription*>(
+      handles().find(HandleKind::description, reinterpret_cast<uintptr_t>(desc)));
+}
+
+// Creates an Object, registers it, and writes its new handle to *out.
+template <typename Object, typename Handle>
+epigemm_status_t create_handle(HandleKind kind, Handle* out) {
+  if (out == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  *out = nullptr;
+  try {
+    auto object = std::make_unique<Object>();
+    *out = reinterpret_cast<Handle>(handles().add(kind, object.get()));
+    object.release();  // owned through the registry until destroy_handle
+  } catch (const std::bad_alloc&) {
+    return EPIGEMM_STATUS_OUT_OF_MEMORY;
+  } catch (...) {
+    return EPIGEMM_STATUS_INTERNAL_ERROR;
+  }
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+// Ends a live handle of this kind and deletes its object (whose destructor does not throw: the
+// backends release their own handles there). NULL does nothing, as free(NULL).
+template <typename Object, typename Handle>
+epigemm_status_t destroy_handle(HandleKind kind, Handle handle) {
+  if (handle == nullptr) return EPIGEMM_STATUS_SUCCESS;
+  void* object = handles().remove(kind, reinterpret_cast<uintptr_t>(handle));
+  if (object == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;  // destroyed already, or another kind
+  delete static_cast<Object*>(object);
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+std::string address(const void* handle) {
+  std::ostringstream out;
+  out << handle;
+  return out.str();
+}
 
 Matrix to_matrix(const epigemm_matrix_t& m) {
   Matrix out;
@@ -60,10 +162,11 @@ Vector to_vector(const epigemm_vector_t& v) {
 // Runs `body` (returning Status), records the outcome in the context, converts exceptions.
 template <typename Body>
 epigemm_status_t guarded(epigemm_context_t ctx, Body&& body) {
-  if (ctx == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  Context* const context = find_context(ctx);
+  if (context == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;  // no context to keep a message in
   Status status;
   try {
-    status = body(ctx->context);
+    status = body(*context);
   } catch (const std::bad_alloc&) {
     status = Status(EPIGEMM_STATUS_OUT_OF_MEMORY, "host memory allocation failed");
   } catch (const std::exception& e) {
@@ -72,7 +175,7 @@ epigemm_status_t guarded(epigemm_context_t ctx, Body&& body) {
     status = Status(EPIGEMM_STATUS_INTERNAL_ERROR, "internal error: unknown exception");
   }
   try {
-    ctx->context.last_error = status.ok() ? std::string() : status.message();
+    context->last_error = status.ok() ? std::string() : status.message();
   } catch (...) {
     // Keeping the message needs memory; the status code still tells the caller.
   }
@@ -85,9 +188,14 @@ Status require(const void* pointer, const char* name) {
 }
 
 // The GEMM-level description call: the description's settings plus A, B, D.
-Status call_from_desc(const epigemm_gemm_desc_s* desc, const epigemm_matrix_t* A,
+Status call_from_desc(epigemm_gemm_desc_t handle, const epigemm_matrix_t* A,
                       const epigemm_matrix_t* B, const epigemm_matrix_t* D, GemmCall* call) {
-  if (desc == nullptr) return invalid("desc is NULL; expected a description from epigemm_gemm_desc_create");
+  if (handle == nullptr) return invalid("desc is NULL; expected a description from epigemm_gemm_desc_create");
+  const GemmDescription* desc = find_description(handle);
+  if (desc == nullptr) {
+    return invalid("desc is ", address(handle), ", not a live description (never created, already "
+                   "destroyed, or a context); expected one from epigemm_gemm_desc_create");
+  }
   EPIGEMM_RETURN_IF_ERROR(require(A, "A"));
   EPIGEMM_RETURN_IF_ERROR(require(B, "B"));
   EPIGEMM_RETURN_IF_ERROR(require(D, "D"));
@@ -132,196 +240,6 @@ void attach_workspace(void* workspace, size_t workspace_bytes, void* stream, Gem
   call->stream = stream;
 }
 
-}  // namespace
-}  // namespace epigemm
-
-using epigemm::Context;
-using epigemm::GemmCall;
-using epigemm::Status;
-
-// "0.1.0" from the header's EPIGEMM_VERSION_* at compile time.
-#define EPIGEMM_STRINGIFY_NUMBER(x) #x
-#define EPIGEMM_VERSION_STRING(major, minor, patch) \
-  EPIGEMM_STRINGIFY_NUMBER(major) "." EPIGEMM_STRINGIFY_NUMBER(minor) "." EPIGEMM_STRINGIFY_NUMBER(patch)
-
-extern "C" {
-
-const char* epigemm_get_version(void) {
-  return EPIGEMM_VERSION_STRING(EPIGEMM_VERSION_MAJOR, EPIGEMM_VERSION_MINOR, EPIGEMM_VERSION_PATCH);
-}
-
-epigemm_status_t epigemm_context_create(epigemm_context_t* ctx) {
-  if (ctx == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
-  *ctx = nullptr;
-  try {
-    *ctx = new epigemm_context_s();
-  } catch (const std::bad_alloc&) {
-    return EPIGEMM_STATUS_OUT_OF_MEMORY;
-  } catch (...) {
-    return EPIGEMM_STATUS_INTERNAL_ERROR;
-  }
-  return EPIGEMM_STATUS_SUCCESS;
-}
-
-epigemm_status_t epigemm_context_destroy(epigemm_context_t ctx) {
-  delete ctx;  // backends release their handles in their destructors, which do not throw
-  return EPIGEMM_STATUS_SUCCESS;
-}
-
-const char* epigemm_context_last_error(epigemm_context_t ctx) {
-  if (ctx == nullptr) return "ctx is NULL; expected a context from epigemm_context_create";
-  return ctx->context.last_error.c_str();
-}
-
-epigemm_status_t epigemm_context_last_backend(epigemm_context_t ctx, epigemm_backend_t* backend,
-                                              const char** reason) {
-  return epigemm::guarded(ctx, [&](Context& context) -> Status {
-    if (backend == nullptr) return epigemm::invalid("backend is NULL; expected a pointer to write to");
-    *backend = context.last_backend;
-    if (reason != nullptr) *reason = context.last_reason.c_str();
-    return Status();
-  });
-}
-
-epigemm_status_t epigemm_context_set_backend(epigemm_context_t ctx, epigemm_backend_t backend) {
-  return epigemm::guarded(ctx, [&](Context& context) -> Status {
-    if (int(backend) < EPIGEMM_BACKEND_AUTO || int(backend) > EPIGEMM_BACKEND_CUBLASLT) {
-      return epigemm::invalid("backend has value ", int(backend), "; expected 0 (auto) .. 4 (cublaslt)");
-    }
-    context.default_backend = backend;
-    return Status();
-  });
-}
-
-epigemm_status_t epigemm_context_set_allow_tf32(epigemm_context_t ctx, int allow_tf32) {
-  return epigemm::guarded(ctx, [&](Context& context) -> Status {
-    context.default_allow_tf32 = allow_tf32 != 0;
-    return Status();
-  });
-}
-
-int epigemm_backend_usable(epigemm_context_t ctx, epigemm_backend_t backend) {
-  if (ctx == nullptr) return 0;
-  if (backend == EPIGEMM_BACKEND_AUTO) return 1;
-  return ctx->context.usable(backend) ? 1 : 0;
-}
-
-int epigemm_backend_compiled(epigemm_context_t ctx, epigemm_backend_t backend) {
-  if (ctx == nullptr) return 0;
-  if (backend == EPIGEMM_BACKEND_AUTO) return 1;
-  return ctx->context.find(backend) != nullptr ? 1 : 0;
-}
-
-const char* epigemm_backend_name(epigemm_backend_t backend) { return epigemm::backend_name(backend); }
-const char* epigemm_epilogue_name(epigemm_epilogue_t epilogue) { return epigemm::epilogue_name(epilogue); }
-const char* epigemm_activation_name(epigemm_activation_t activation) {
-  return epigemm::activation_name(activation);
-}
-const char* epigemm_dtype_name(epigemm_dtype_t dtype) { return epigemm::dtype_name(dtype); }
-const char* epigemm_status_name(epigemm_status_t status) { return epigemm::status_name(status); }
-
-epigemm_status_t epigemm_gemm_desc_create(epigemm_gemm_desc_t* desc) {
-  if (desc == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
-  *desc = new (std::nothrow) epigemm_gemm_desc_s();
-  return *desc == nullptr ? EPIGEMM_STATUS_OUT_OF_MEMORY : EPIGEMM_STATUS_SUCCESS;
-}
-
-epigemm_status_t epigemm_gemm_desc_destroy(epigemm_gemm_desc_t desc) {
-  delete desc;
-  return EPIGEMM_STATUS_SUCCESS;
-}
-
-// Setters store what they are given; epigemm_gemm validates it (with a message) before use.
-epigemm_status_t epigemm_gemm_desc_set_transpose(epigemm_gemm_desc_t desc, epigemm_op_t transa,
-                                                 epigemm_op_t transb) {
-  if (desc == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
-  desc->transa = transa;
-  desc->transb = transb;
-  return EPIGEMM_STATUS_SUCCESS;
-}
-
-epigemm_status_t epigemm_gemm_desc_set_scalars(epigemm_gemm_desc_t desc, float alpha, float beta) {
-  if (desc == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
-  desc->alpha = alpha;
-  desc->beta = beta;
-  return EPIGEMM_STATUS_SUCCESS;
-}
-
-epigemm_status_t epigemm_gemm_desc_set_epilogue(epigemm_gemm_desc_t desc,
-                                                epigemm_epilogue_t epilogue) {
-  if (desc == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
-  desc->epilogue = epilogue;
-  return EPIGEMM_STATUS_SUCCESS;
-}
-
-epigemm_status_t epigemm_gemm_desc_set_activation(epigemm_gemm_desc_t desc,
-                                                  epigemm_activation_t activation) {
-  if (desc == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
-  desc->activation = activation;
-  return EPIGEMM_STATUS_SUCCESS;
-}
-
-epigemm_status_t epigemm_gemm_desc_set_bias(epigemm_gemm_desc_t desc, const epigemm_vector_t* bias) {
-  if (desc == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
-  desc->has_bias = bias != nullptr;
-  desc->bias = bias ? *bias : epigemm_vector_t{};
-  return EPIGEMM_STATUS_SUCCESS;
-}
-
-epigemm_status_t epigemm_gemm_desc_set_aux(epigemm_gemm_desc_t desc, const epigemm_matrix_t* aux) {
-  if (desc == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
-  desc->has_aux = aux != nullptr;
-  desc->aux = aux ? *aux : epigemm_matrix_t{};
-  return EPIGEMM_STATUS_SUCCESS;
-}
-
-epigemm_status_t epigemm_gemm_desc_set_bias_grad(epigemm_gemm_desc_t desc,
-                                                 const epigemm_vector_t* bias_grad) {
-  if (desc == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
-  desc->has_bias_grad = bias_grad != nullptr;
-  desc->bias_grad = bias_grad ? *bias_grad : epigemm_vector_t{};
-  return EPIGEMM_STATUS_SUCCESS;
-}
-
-epigemm_status_t epigemm_gemm_desc_set_allow_tf32(epigemm_gemm_desc_t desc, int allow_tf32) {
-  if (desc == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
-  desc->allow_tf32 = allow_tf32 != 0;
-  return EPIGEMM_STATUS_SUCCESS;
-}
-
-epigemm_status_t epigemm_gemm_desc_set_backend(epigemm_gemm_desc_t desc, epigemm_backend_t backend) {
-  if (desc == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
-  desc->backend = backend;
-  return EPIGEMM_STATUS_SUCCESS;
-}
-
-epigemm_status_t epigemm_gemm_workspace_size(epigemm_context_t ctx, epigemm_gemm_desc_t desc,
-                                             const epigemm_matrix_t* A, const epigemm_matrix_t* B,
-                                             const epigemm_matrix_t* D, size_t* bytes) {
-  return epigemm::guarded(ctx, [&](Context& context) -> Status {
-    if (bytes == nullptr) return epigemm::invalid("bytes is NULL; expected a pointer to write to");
-    GemmCall call;
-    EPIGEMM_RETURN_IF_ERROR(epigemm::call_from_desc(desc, A, B, D, &call));
-    EPIGEMM_RETURN_IF_ERROR(epigemm::validate_gemm_call(call));
-    return context.workspace_bytes(call, bytes);
-  });
-}
-
-epigemm_status_t epigemm_gemm(epigemm_context_t ctx, epigemm_gemm_desc_t desc,
-                              const epigemm_matrix_t* A, const epigemm_matrix_t* B,
-                              const epigemm_matrix_t* D, void* workspace, size_t workspace_bytes,
-                              void* stream) {
-  return epigemm::guarded(ctx, [&](Context& context) -> Status {
-    GemmCall call;
-    EPIGEMM_RETURN_IF_ERROR(epigemm::call_from_desc(desc, A, B, D, &call));
-    epigemm::attach_workspace(workspace, workspace_bytes, stream, &call);
-    return context.execute(call);
-  });
-}
-
-namespace epigemm {
-namespace {
-
 // The GemmCall that the classic call's arguments mean (the decision table above), without
 // workspace and stream.
 Status classic_call(const Context& context, const epigemm_matrix_t* A, const epigemm_matrix_t* B,
@@ -364,6 +282,194 @@ Status classic_call(const Context& context, const epigemm_matrix_t* A, const epi
 
 }  // namespace
 }  // namespace epigemm
+
+using epigemm::Context;
+using epigemm::GemmCall;
+using epigemm::GemmDescription;
+using epigemm::Status;
+
+// "0.1.0" from the header's EPIGEMM_VERSION_* at compile time.
+#define EPIGEMM_STRINGIFY_NUMBER(x) #x
+#define EPIGEMM_VERSION_STRING(major, minor, patch) \
+  EPIGEMM_STRINGIFY_NUMBER(major) "." EPIGEMM_STRINGIFY_NUMBER(minor) "." EPIGEMM_STRINGIFY_NUMBER(patch)
+
+extern "C" {
+
+const char* epigemm_get_version(void) {
+  return EPIGEMM_VERSION_STRING(EPIGEMM_VERSION_MAJOR, EPIGEMM_VERSION_MINOR, EPIGEMM_VERSION_PATCH);
+}
+
+epigemm_status_t epigemm_context_create(epigemm_context_t* ctx) {
+  return epigemm::create_handle<Context>(epigemm::HandleKind::context, ctx);
+}
+
+epigemm_status_t epigemm_context_destroy(epigemm_context_t ctx) {
+  return epigemm::destroy_handle<Context>(epigemm::HandleKind::context, ctx);
+}
+
+const char* epigemm_context_last_error(epigemm_context_t ctx) {
+  if (ctx == nullptr) return "ctx is NULL; expected a context from epigemm_context_create";
+  const Context* context = epigemm::find_context(ctx);
+  if (context == nullptr) {
+    return "ctx is not a live context (never created, already destroyed, or a description); "
+           "expected one from epigemm_context_create";
+  }
+  return context->last_error.c_str();
+}
+
+epigemm_status_t epigemm_context_last_backend(epigemm_context_t ctx, epigemm_backend_t* backend,
+                                              const char** reason) {
+  return epigemm::guarded(ctx, [&](Context& context) -> Status {
+    if (backend == nullptr) return epigemm::invalid("backend is NULL; expected a pointer to write to");
+    *backend = context.last_backend;
+    if (reason != nullptr) *reason = context.last_reason.c_str();
+    return Status();
+  });
+}
+
+epigemm_status_t epigemm_context_set_backend(epigemm_context_t ctx, epigemm_backend_t backend) {
+  return epigemm::guarded(ctx, [&](Context& context) -> Status {
+    if (int(backend) < EPIGEMM_BACKEND_AUTO || int(backend) > EPIGEMM_BACKEND_CUBLASLT) {
+      return epigemm::invalid("backend has value ", int(backend), "; expected 0 (auto) .. 4 (cublaslt)");
+    }
+    context.default_backend = backend;
+    return Status();
+  });
+}
+
+epigemm_status_t epigemm_context_set_allow_tf32(epigemm_context_t ctx, int allow_tf32) {
+  return epigemm::guarded(ctx, [&](Context& context) -> Status {
+    context.default_allow_tf32 = allow_tf32 != 0;
+    return Status();
+  });
+}
+
+int epigemm_backend_usable(epigemm_context_t ctx, epigemm_backend_t backend) {
+  const Context* context = epigemm::find_context(ctx);
+  if (context == nullptr) return 0;
+  if (backend == EPIGEMM_BACKEND_AUTO) return 1;
+  return context->usable(backend) ? 1 : 0;
+}
+
+int epigemm_backend_compiled(epigemm_context_t ctx, epigemm_backend_t backend) {
+  const Context* context = epigemm::find_context(ctx);
+  if (context == nullptr) return 0;
+  if (backend == EPIGEMM_BACKEND_AUTO) return 1;
+  return context->find(backend) != nullptr ? 1 : 0;
+}
+
+const char* epigemm_backend_name(epigemm_backend_t backend) { return epigemm::backend_name(backend); }
+const char* epigemm_epilogue_name(epigemm_epilogue_t epilogue) { return epigemm::epilogue_name(epilogue); }
+const char* epigemm_activation_name(epigemm_activation_t activation) {
+  return epigemm::activation_name(activation);
+}
+const char* epigemm_dtype_name(epigemm_dtype_t dtype) { return epigemm::dtype_name(dtype); }
+const char* epigemm_status_name(epigemm_status_t status) { return epigemm::status_name(status); }
+
+epigemm_status_t epigemm_gemm_desc_create(epigemm_gemm_desc_t* desc) {
+  return epigemm::create_handle<GemmDescription>(epigemm::HandleKind::description, desc);
+}
+
+epigemm_status_t epigemm_gemm_desc_destroy(epigemm_gemm_desc_t desc) {
+  return epigemm::destroy_handle<GemmDescription>(epigemm::HandleKind::description, desc);
+}
+
+// Setters store what they are given; epigemm_gemm validates it (with a message) before use.
+epigemm_status_t epigemm_gemm_desc_set_transpose(epigemm_gemm_desc_t desc, epigemm_op_t transa,
+                                                 epigemm_op_t transb) {
+  GemmDescription* description = epigemm::find_description(desc);
+  if (description == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  description->transa = transa;
+  description->transb = transb;
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+epigemm_status_t epigemm_gemm_desc_set_scalars(epigemm_gemm_desc_t desc, float alpha, float beta) {
+  GemmDescription* description = epigemm::find_description(desc);
+  if (description == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  description->alpha = alpha;
+  description->beta = beta;
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+epigemm_status_t epigemm_gemm_desc_set_epilogue(epigemm_gemm_desc_t desc,
+                                                epigemm_epilogue_t epilogue) {
+  GemmDescription* description = epigemm::find_description(desc);
+  if (description == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  description->epilogue = epilogue;
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+epigemm_status_t epigemm_gemm_desc_set_activation(epigemm_gemm_desc_t desc,
+                                                  epigemm_activation_t activation) {
+  GemmDescription* description = epigemm::find_description(desc);
+  if (description == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  description->activation = activation;
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+epigemm_status_t epigemm_gemm_desc_set_bias(epigemm_gemm_desc_t desc, const epigemm_vector_t* bias) {
+  GemmDescription* description = epigemm::find_description(desc);
+  if (description == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  description->has_bias = bias != nullptr;
+  description->bias = bias ? *bias : epigemm_vector_t{};
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+epigemm_status_t epigemm_gemm_desc_set_aux(epigemm_gemm_desc_t desc, const epigemm_matrix_t* aux) {
+  GemmDescription* description = epigemm::find_description(desc);
+  if (description == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  description->has_aux = aux != nullptr;
+  description->aux = aux ? *aux : epigemm_matrix_t{};
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+epigemm_status_t epigemm_gemm_desc_set_bias_grad(epigemm_gemm_desc_t desc,
+                                                 const epigemm_vector_t* bias_grad) {
+  GemmDescription* description = epigemm::find_description(desc);
+  if (description == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  description->has_bias_grad = bias_grad != nullptr;
+  description->bias_grad = bias_grad ? *bias_grad : epigemm_vector_t{};
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+epigemm_status_t epigemm_gemm_desc_set_allow_tf32(epigemm_gemm_desc_t desc, int allow_tf32) {
+  GemmDescription* description = epigemm::find_description(desc);
+  if (description == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  description->allow_tf32 = allow_tf32 != 0;
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+epigemm_status_t epigemm_gemm_desc_set_backend(epigemm_gemm_desc_t desc, epigemm_backend_t backend) {
+  GemmDescription* description = epigemm::find_description(desc);
+  if (description == nullptr) return EPIGEMM_STATUS_INVALID_VALUE;
+  description->backend = backend;
+  return EPIGEMM_STATUS_SUCCESS;
+}
+
+epigemm_status_t epigemm_gemm_workspace_size(epigemm_context_t ctx, epigemm_gemm_desc_t desc,
+                                             const epigemm_matrix_t* A, const epigemm_matrix_t* B,
+                                             const epigemm_matrix_t* D, size_t* bytes) {
+  return epigemm::guarded(ctx, [&](Context& context) -> Status {
+    if (bytes == nullptr) return epigemm::invalid("bytes is NULL; expected a pointer to write to");
+    GemmCall call;
+    EPIGEMM_RETURN_IF_ERROR(epigemm::call_from_desc(desc, A, B, D, &call));
+    EPIGEMM_RETURN_IF_ERROR(epigemm::validate_gemm_call(call));
+    return context.workspace_bytes(call, bytes);
+  });
+}
+
+epigemm_status_t epigemm_gemm(epigemm_context_t ctx, epigemm_gemm_desc_t desc,
+                              const epigemm_matrix_t* A, const epigemm_matrix_t* B,
+                              const epigemm_matrix_t* D, void* workspace, size_t workspace_bytes,
+                              void* stream) {
+  return epigemm::guarded(ctx, [&](Context& context) -> Status {
+    GemmCall call;
+    EPIGEMM_RETURN_IF_ERROR(epigemm::call_from_desc(desc, A, B, D, &call));
+    epigemm::attach_workspace(workspace, workspace_bytes, stream, &call);
+    return context.execute(call);
+  });
+}
 
 epigemm_status_t epigemm_classic_gemm_workspace_size(
     epigemm_context_t ctx, const epigemm_matrix_t* A, const epigemm_matrix_t* B,

@@ -71,23 +71,50 @@ inline Half float_to_half(float f) {
   return Half{uint16_t(sign | result)};
 }
 
-// Reads element `index` of a buffer of the given dtype as float.
+// Reads element `index` of a buffer of the given dtype as float. Through memcpy: the contract
+// allows any alignment (docs/conventions.md, "What a call guarantees"), and an fp32 element at an
+// address that is not a multiple of 4 must not be read through a float*. The compilers turn the
+// fixed-size memcpy into one (unaligned) load.
 inline float load_as_float(const void* data, epigemm_dtype_t dtype, int64_t index) {
+  const unsigned char* bytes = static_cast<const unsigned char*>(data);
   switch (dtype) {
-    case EPIGEMM_DTYPE_F16: return half_to_float(static_cast<const Half*>(data)[index]);
-    case EPIGEMM_DTYPE_BF16: return bf16_to_float(static_cast<const BFloat16*>(data)[index]);
-    case EPIGEMM_DTYPE_F32: return static_cast<const float*>(data)[index];
+    case EPIGEMM_DTYPE_F16: {
+      Half h;
+      std::memcpy(&h.bits, bytes + index * 2, 2);
+      return half_to_float(h);
+    }
+    case EPIGEMM_DTYPE_BF16: {
+      BFloat16 h;
+      std::memcpy(&h.bits, bytes + index * 2, 2);
+      return bf16_to_float(h);
+    }
+    case EPIGEMM_DTYPE_F32:
+      break;
   }
-  return 0.0f;  // not reached: validation refuses values outside the table
+  float f;
+  std::memcpy(&f, bytes + index * 4, 4);
+  return f;
 }
 
-// Rounds a float to the dtype (nearest even) and stores it as element `index`.
+// Rounds a float to the dtype (nearest even) and stores it as element `index`, through memcpy as
+// load_as_float.
 inline void store_from_float(void* data, epigemm_dtype_t dtype, int64_t index, float value) {
+  unsigned char* bytes = static_cast<unsigned char*>(data);
   switch (dtype) {
-    case EPIGEMM_DTYPE_F16: static_cast<Half*>(data)[index] = float_to_half(value); break;
-    case EPIGEMM_DTYPE_BF16: static_cast<BFloat16*>(data)[index] = float_to_bf16(value); break;
-    case EPIGEMM_DTYPE_F32: static_cast<float*>(data)[index] = value; break;
+    case EPIGEMM_DTYPE_F16: {
+      const Half h = float_to_half(value);
+      std::memcpy(bytes + index * 2, &h.bits, 2);
+      return;
+    }
+    case EPIGEMM_DTYPE_BF16: {
+      const BFloat16 h = float_to_bf16(value);
+      std::memcpy(bytes + index * 2, &h.bits, 2);
+      return;
+    }
+    case EPIGEMM_DTYPE_F32:
+      break;
   }
+  std::memcpy(bytes + index * 4, &value, 4);
 }
 
 }  // namespace epigemm

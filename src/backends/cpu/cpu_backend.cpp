@@ -24,11 +24,14 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <string>
 
 #include "backends/cpu/epilogue_kernels.hpp"
+#include "core/names.hpp"
 #include "core/numeric.hpp"
 
 namespace epigemm {
@@ -131,6 +134,42 @@ int cpu_call_threads(const GemmCall& call, int requested) {
 
 namespace {
 
+// Why the call's storage is not element-aligned ("" when it is): the first operand whose data
+// pointer is not a multiple of its element size. Any alignment is correct by the contract
+// (docs/conventions.md, "What a call guarantees"), and the reference backend, which reads and
+// writes every element through memcpy, runs such calls; this backend declines them. It hands fp32
+// operands to the BLAS engines as float*, whose kernels may assume at least element alignment (it
+// is not documented either way), and its own kernels walk fp32/fp16/bf16 elements through typed
+// pointers. Storage off its element size comes from no framework allocator, only from byte
+// offsets into a buffer, so the slower path costs nothing in practice.
+std::string misaligned_operand(const GemmCall& call) {
+  struct Placed {
+    const char* name;
+    const void* data;
+    epigemm_dtype_t dtype;
+    bool present;
+  };
+  const Placed operands[] = {{call.names.a, call.a.data, call.a.dtype, true},
+                             {call.names.b, call.b.data, call.b.dtype, true},
+                             {call.names.d, call.d.data, call.d.dtype, true},
+                             {call.names.bias, call.bias.data, call.bias.dtype, call.has_bias},
+                             {call.names.aux, call.aux.data, call.aux.dtype, call.has_aux},
+                             {call.names.bias_grad, call.bias_grad.data, call.bias_grad.dtype,
+                              call.has_bias_grad}};
+  for (const Placed& operand : operands) {
+    const size_t size = dtype_size(operand.dtype);
+    const uintptr_t address = reinterpret_cast<uintptr_t>(operand.data);
+    if (operand.present && address % size != 0) {
+      std::ostringstream why;
+      why << operand.name << " (" << dtype_name(operand.dtype) << ") is at 0x" << std::hex
+          << address << std::dec << ", not a multiple of its element size " << size
+          << "; the cpu backend needs element-aligned storage";
+      return why.str();
+    }
+  }
+  return std::string();
+}
+
 // The requested build of the kernels, or the widest below it that this CPU runs.
 const EpilogueKernels& kernels_for(CpuKernelBuild build) {
   if (build == CpuKernelBuild::widest) return select_epilogue_kernels();
@@ -152,6 +191,8 @@ class CpuBackend final : public Backend {
     if (call.memory() != EPIGEMM_MEMORY_HOST) {
       return Support::no("the cpu backend runs on host memory only");
     }
+    const std::string misaligned = misaligned_operand(call);
+    if (!misaligned.empty()) return Support::no(misaligned);
     const int64_t largest = std::max({call.gemm_m, call.gemm_n, call.gemm_k, call.a.ld,
                                       call.b.ld, call.d.ld});
     if (!cpu_gemm_engine_fits(options_.engine, largest)) {
@@ -415,9 +456,11 @@ Status CpuBackend::run(const GemmCall& call) {
   const bool acc_in_aux = options_.acc_in_aux && parts.writes_aux() &&
                           call.aux.dtype == EPIGEMM_DTYPE_F32 && call.beta == 0.0f;
 
-  // When gemm_m = 0 only BGRADB has something to write; the panels are then its sums alone.
-  const bool panels = m > 0 || parts.bias_grad == BiasGradPart::columns_of_b;
-  for (int64_t j0 = 0; panels && j0 < n; j0 += plan.panel_columns) {
+  // Panels cover what is written column by column: D when it has rows, and for BGRADB the
+  // bias gradient (gemm_n entries) even when D is empty. Nothing else: an empty D with a huge
+  // gemm_n (tokens = 2^62, in = out = 0) takes no pass at all, not 2^53 empty ones.
+  const int64_t panelled_columns = m > 0 || parts.bias_grad == BiasGradPart::columns_of_b ? n : 0;
+  for (int64_t j0 = 0; j0 < panelled_columns; j0 += plan.panel_columns) {
     const int64_t width = std::min(plan.panel_columns, n - j0);
     // BGRADB does not depend on gemm_m: written even when D is empty.
     if (parts.bias_grad == BiasGradPart::columns_of_b) {

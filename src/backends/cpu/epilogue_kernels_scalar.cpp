@@ -2,6 +2,10 @@
 // among it and the AVX2 and AVX-512 builds.
 #include "backends/cpu/epilogue_kernels_impl.hpp"
 
+#if defined(EPIGEMM_CPU_AVX2_KERNELS)
+#include <cpuid.h>
+#endif
+
 namespace epigemm {
 namespace {
 
@@ -28,6 +32,41 @@ struct ScalarOps {
 // them.
 const EpilogueKernels& avx2_epilogue_kernels_unchecked();
 const EpilogueKernels& avx512_epilogue_kernels_unchecked();
+
+namespace {
+
+// What the CPU and the operating system support of the two vector builds' instruction sets. Read
+// from CPUID and XGETBV directly: __builtin_cpu_supports has no "f16c" in clang 14 (GCC has it),
+// and this one way serves both compilers.
+struct X86Features {
+  bool avx2_fma_f16c = false;
+  bool avx512f = false;
+};
+
+X86Features read_x86_features() {
+  X86Features features;
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return features;
+  const bool fma = (ecx & bit_FMA) != 0, f16c = (ecx & bit_F16C) != 0;
+  // AVX registers are usable only when the OS saves them: OSXSAVE, then XCR0's XMM and YMM bits
+  // (1, 2) for AVX2, and also its opmask / ZMM bits (5, 6, 7) for AVX-512.
+  if ((ecx & bit_OSXSAVE) == 0 || (ecx & bit_AVX) == 0) return features;
+  unsigned xcr0 = 0, xcr0_high = 0;
+  __asm__("xgetbv" : "=a"(xcr0), "=d"(xcr0_high) : "c"(0));
+  const bool ymm_saved = (xcr0 & 0x06u) == 0x06u;
+  const bool zmm_saved = (xcr0 & 0xe6u) == 0xe6u;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return features;
+  features.avx2_fma_f16c = ymm_saved && (ebx & bit_AVX2) != 0 && fma && f16c;
+  features.avx512f = zmm_saved && (ebx & bit_AVX512F) != 0;
+  return features;
+}
+
+const X86Features& x86_features() {
+  static const X86Features features = read_x86_features();
+  return features;
+}
+
+}  // namespace
 #endif
 
 const EpilogueKernels& scalar_epilogue_kernels() {
@@ -38,19 +77,14 @@ const EpilogueKernels& scalar_epilogue_kernels() {
 
 const EpilogueKernels* avx2_epilogue_kernels() {
 #if defined(EPIGEMM_CPU_AVX2_KERNELS)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("f16c")) {
-    return &avx2_epilogue_kernels_unchecked();
-  }
+  if (x86_features().avx2_fma_f16c) return &avx2_epilogue_kernels_unchecked();
 #endif
   return nullptr;
 }
 
 const EpilogueKernels* avx512_epilogue_kernels() {
 #if defined(EPIGEMM_CPU_AVX2_KERNELS)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return &avx512_epilogue_kernels_unchecked();
+  if (x86_features().avx512f) return &avx512_epilogue_kernels_unchecked();
 #endif
   return nullptr;
 }

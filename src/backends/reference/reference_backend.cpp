@@ -1,11 +1,14 @@
-// The reference backend: docs/conventions.md "Epilogues" implemented literally.
+// The reference backend: docs/conventions.md "Epilogues" implemented literally, by the epilogue's
+// parts (core/epilogue_parts.hpp) and the activation's functor (core/epilogue_math.hpp).
 // acc is accumulated and kept in double (the contract asks for at least fp32); every epilogue is
 // applied to that value and rounded once, into the output's dtype. Host memory only.
-// It allocates host scratch (the operands widened to double) with std::vector: it is the
+// It allocates host scratch (op(A) and a column of op(B) widened to double): it is the
 // definition, not a fast path, and asks for no workspace.
 #include "backends/reference/reference_backend.hpp"
 
-#include <vector>
+#include <algorithm>
+#include <memory>
+#include <new>
 
 #include "core/epilogue_math.hpp"
 #include "core/numeric.hpp"
@@ -43,19 +46,50 @@ class ReferenceBackend final : public Backend {
   Status run_with(const GemmCall& call, Activation) const;
 };
 
+// Host scratch of `count` doubles, or nullptr when the host cannot provide it. A return value
+// rather than std::vector's exception, so that the caller turns it into OUT_OF_MEMORY itself,
+// before anything is written, on every allocator (AddressSanitizer's aborts on a failed throwing
+// new instead of throwing).
+std::unique_ptr<double[]> allocate_doubles(size_t count) {
+  return std::unique_ptr<double[]>(new (std::nothrow) double[count]);
+}
+
 Status ReferenceBackend::run(const GemmCall& call) {
   return visit_activation(call.parts().activation,
                           [&](auto activation) { return run_with(call, activation); });
 }
 
-// The epilogue's parts (core/epilogue_parts.hpp) applied literally to acc, in double.
 template <class Activation>
 Status ReferenceBackend::run_with(const GemmCall& call, Activation) const {
   const int64_t m = call.gemm_m, n = call.gemm_n, k = call.gemm_k;
   const EpilogueParts parts = call.parts();
+  const bool row_sums_of_g = parts.bias_grad == BiasGradPart::rows_of_gradient;
+
+  // D has elements only when gemm_m and gemm_n both do. Otherwise no product is formed: nothing
+  // is allocated and no loop runs over the other, possibly huge, dimensions (an empty D with
+  // gemm_k = 2^62 is a valid call, and so are tokens = 2^62 with in = out = 0).
+  const bool has_product = m > 0 && n > 0;
+
+  // All scratch is allocated before the first write, so that a call that fails leaves every
+  // output as it was (docs/conventions.md, "What a call guarantees").
+  // op(A) widened to double, row i contiguous over p: opa[i * k + p]; m k is at most 2^59 (A
+  // spans at most 2^60 bytes), so the count fits in size_t.
+  std::unique_ptr<double[]> opa, opb_column, row_sums;
+  if (has_product) {
+    opa = allocate_doubles(size_t(m) * size_t(k));
+    opb_column = allocate_doubles(size_t(k));
+    if (row_sums_of_g) row_sums = allocate_doubles(size_t(m));
+    if (!opa || !opb_column || (row_sums_of_g && !row_sums)) {
+      const int64_t doubles = m * k + k + (row_sums_of_g ? m : 0);  // < 2^60: fits with the 8 bytes
+      return error(EPIGEMM_STATUS_OUT_OF_MEMORY, "host memory allocation of ",
+                   doubles * int64_t(sizeof(double)),
+                   " bytes failed (the reference backend's scratch: op(A) widened to double, "
+                   "gemm_m = ", m, " x gemm_k = ", k, ")");
+    }
+  }
 
   // Bias gradients of an operand do not depend on the product, so they are written even when D
-  // is empty (docs/conventions.md, "Degenerate sizes").
+  // is empty (docs/conventions.md, "Degenerate sizes"); each loop runs over bias_grad's elements.
   //   BGRADB: bias_grad[j] = sum over p of op(B)[p, j];  BGRADA: bias_grad[i] = sum over p of op(A)[i, p].
   if (parts.bias_grad == BiasGradPart::columns_of_b) {
     for (int64_t j = 0; j < n; ++j) {
@@ -78,17 +112,19 @@ Status ReferenceBackend::run_with(const GemmCall& call, Activation) const {
     }
   }
 
-  // op(A) widened to double, row i contiguous over p: opa[i * k + p].
-  std::vector<double> opa(static_cast<size_t>(m * k));
+  // Rows of g: bias_grad[i] = sum over j of g[i, j]; all zeros when gemm_n = 0 (an empty sum).
+  if (row_sums_of_g && !has_product) {
+    for (int64_t i = 0; i < m; ++i) store_from_float(call.bias_grad.data, call.bias_grad.dtype, i, 0.0f);
+  }
+  if (!has_product) return Status();
+
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t p = 0; p < k; ++p) {
       const int64_t index = call.transa == EPIGEMM_OP_N ? at(call.a, i, p) : at(call.a, p, i);
       opa[size_t(i * k + p)] = load(call.a.data, call.a.dtype, index);
     }
   }
-  std::vector<double> opb_column(static_cast<size_t>(k));
-  const bool row_sums_of_g = parts.bias_grad == BiasGradPart::rows_of_gradient;
-  std::vector<double> row_sums(row_sums_of_g ? size_t(m) : 0, 0.0);
+  if (row_sums) std::fill(row_sums.get(), row_sums.get() + m, 0.0);
 
   for (int64_t j = 0; j < n; ++j) {
     for (int64_t p = 0; p < k; ++p) {
@@ -116,7 +152,6 @@ Status ReferenceBackend::run_with(const GemmCall& call, Activation) const {
     }
   }
 
-  // rows of g: bias_grad[i] = sum over j of g[i, j] (all zeros when gemm_n = 0).
   if (row_sums_of_g) {
     for (int64_t i = 0; i < m; ++i) {
       store_from_float(call.bias_grad.data, call.bias_grad.dtype, i, float(row_sums[size_t(i)]));
