@@ -931,14 +931,16 @@ TEST(BadInput, EveryIntIsAValueOfEachPublicEnum) {
   static_assert(std::is_same_v<std::underlying_type_t<epigemm_memory_t>, int>);
   static_assert(std::is_same_v<std::underlying_type_t<epigemm_op_t>, int>);
   static_assert(std::is_same_v<std::underlying_type_t<epigemm_epilogue_t>, int>);
+  static_assert(std::is_same_v<std::underlying_type_t<epigemm_activation_t>, int>);
   static_assert(std::is_same_v<std::underlying_type_t<epigemm_backend_t>, int>);
   static_assert(sizeof(epigemm_matrix_t) == 48 && sizeof(epigemm_vector_t) == 32,
                 "the structs keep their C layout");
-  const int values[] = {-2147483647 - 1, -1, 7, 99, 2147483647};
+  const int values[] = {-2147483647 - 1, -1, 10, 99, 2147483647};
   for (const int value : values) {
     SCOPED_TRACE(value);
     EXPECT_STREQ(epigemm_backend_name(epigemm_backend_t{value}), "invalid backend");
     EXPECT_STREQ(epigemm_epilogue_name(epigemm_epilogue_t{value}), "invalid epilogue");
+    EXPECT_STREQ(epigemm_activation_name(epigemm_activation_t{value}), "invalid activation");
     EXPECT_STREQ(epigemm_dtype_name(epigemm_dtype_t{value}), "invalid dtype");
     EXPECT_STREQ(epigemm_status_name(epigemm_status_t{value}), "invalid status");
     epigemm_context_t ctx = nullptr;
@@ -963,6 +965,10 @@ TEST(BadInput, EveryIntIsAValueOfEachPublicEnum) {
     call.epilogue = epigemm_epilogue_t{value};
     EXPECT_EQ(call.run(ctx), EPIGEMM_STATUS_INVALID_VALUE);
     EXPECT_EQ(std::string(epigemm_context_last_error(ctx)).rfind("epilogue", 0), 0u) << epigemm_context_last_error(ctx);
+    call.epilogue = kBiasE;
+    call.activation = epigemm_activation_t{value};
+    EXPECT_EQ(call.run(ctx), EPIGEMM_STATUS_INVALID_VALUE);
+    EXPECT_EQ(std::string(epigemm_context_last_error(ctx)).rfind("activation", 0), 0u) << epigemm_context_last_error(ctx);
     for (int s = 0; s < kSlots; ++s) EXPECT_EQ(call.arenas[s].first_change(), -1) << kSlotNames[s];
     epigemm_context_destroy(ctx);
   }
