@@ -6,7 +6,7 @@ import enum
 import threading
 
 from . import _epigemm as _c
-from ._arrays import DEVICE, DTYPE_NAMES, HOST, adapter
+from ._arrays import DTYPE_NAMES, adapter
 from ._errors import error_for_status, invalid
 
 # activation= names -> codes of the extension (python/src/epigemm_module.cpp, Activation).
@@ -104,85 +104,6 @@ def _stream_of(lib, stream, device):
                   "or a stream object with .cuda_stream or .ptr")
 
 
-def _check_device(name, device, expected):
-    if device != expected:
-        where = "host memory" if expected < 0 else f"CUDA device {expected}"
-        here = "host memory" if device < 0 else f"CUDA device {device}"
-        raise invalid(f"{name} is in {here}; expected {where}, where the first operand is")
-
-
-def _layer_tensor(a, name):
-    """A row-major tensor [..., cols] of the layer calls: its C description
-    (data, dtype, rows, cols, row_stride), leading shape and device. Leading dimensions are
-    flattened into rows when their strides allow it without a copy."""
-    data, dtype, shape, strides, device = adapter(a).describe(a, name)
-    nd = len(shape)
-    if nd == 2:
-        rows, cols = shape
-        row_stride, col_stride = strides
-        lead = (rows,)
-        if rows <= 1:
-            row_stride = max(cols, 1)
-    elif nd == 0:
-        raise invalid(f"{name} is a 0-d array; expected at least one dimension ([..., features])")
-    else:
-        cols, col_stride = shape[-1], strides[-1]
-        lead = tuple(shape[:-1])
-        rows = 1
-        for size in lead:
-            rows *= size
-        # The row stride is the stride of the innermost leading dimension longer than 1; every
-        # outer one must step over whole blocks of the inner ones.
-        row_stride = None
-        span = 0
-        for size, stride in zip(reversed(lead), reversed(strides[:-1])):
-            if size == 1:
-                continue
-            if row_stride is None:
-                row_stride = stride
-            elif stride != span:
-                raise invalid(f"{name} has shape {tuple(shape)} and strides {tuple(strides)} (elements): "
-                              "its leading dimensions cannot be flattened into rows without a copy; "
-                              "expected them contiguous (call .contiguous() or np.ascontiguousarray)")
-            span = stride * size
-        if row_stride is None:
-            row_stride = max(cols, 1)
-    if col_stride != 1 and cols > 1:
-        raise invalid(f"{name} has shape {tuple(shape)} and strides {tuple(strides)} (elements); "
-                      "expected a unit stride in the last dimension (row-major rows): make it "
-                      "contiguous first")
-    return (data, dtype, rows, cols, row_stride), lead, device
-
-
-def _vector(a, name, device, output=False):
-    data, dtype, shape, strides, where = adapter(a).describe(a, name, output)
-    _check_device(name, where, device)
-    if len(shape) != 1:
-        raise invalid(f"{name} has shape {tuple(shape)}; expected a 1-d array")
-    if strides[0] != 1 and shape[0] > 1:
-        raise invalid(f"{name} has stride {strides[0]} (elements); expected a contiguous vector")
-    return (data, dtype, shape[0])
-
-
-def _output(lib, like, given, name, device, shape, dtype):
-    """(array, C description) of an output of `shape`: the caller's (written in place, which must
-    have exactly that shape), or a new contiguous one of like's library and device in `dtype`."""
-    if given is None:
-        new = lib.empty(like, shape, dtype)
-        cols = shape[-1]
-        rows = 1
-        for size in shape[:-1]:
-            rows *= size
-        return new, (lib.data_ptr(new), dtype, rows, cols, max(cols, 1))
-    adapter(given).describe(given, name, True)  # refuses read-only outputs
-    desc, lead, where = _layer_tensor(given, name)
-    _check_device(name, where, device)
-    if tuple(lead) + (desc[3],) != tuple(shape):
-        got = tuple(adapter(given).describe(given, name)[2])
-        raise invalid(f"{name} has shape {got}; expected {tuple(shape)}")
-    return given, desc
-
-
 def _run(ctx, method, lib, device, stream, args):
     """Calls the extension with the library's workspace (retrying once with a larger one when
     the call asks for it) and raises the library's error."""
@@ -194,6 +115,21 @@ def _run(ctx, method, lib, device, stream, args):
         raise error_for_status(status, ctx.last_error())
 
 
+def _shape(a):
+    shape = getattr(a, "shape", None)
+    return () if shape is None else tuple(shape)
+
+
+def _rows_shape(a, features):
+    """[..., features] for an array [..., k] (the extension checks what the shapes mean)."""
+    return _shape(a)[:-1] + (features,)
+
+
+def _dim(a, axis):
+    shape = _shape(a)
+    return shape[axis] if len(shape) == 2 else 0
+
+
 def linear_fprop(X, W, bias=None, *, activation=None, save_preact=True, out=None, preact_out=None,
                  backend="auto", allow_tf32=False, stream=None):
     """Y[..., out] = act(X[..., in] W[out, in]^T + bias[out]).
@@ -203,27 +139,21 @@ def linear_fprop(X, W, bias=None, *, activation=None, save_preact=True, out=None
     by out= / preact_out= are written in place; otherwise they are allocated (same library,
     device and dtype as X)."""
     lib = adapter(X)
-    x, lead, device = _layer_tensor(X, "X")
-    w, w_lead, w_device = _layer_tensor(W, "W")
-    _check_device("W", w_device, device)
-    if len(w_lead) != 1:
-        raise invalid(f"W has {len(w_lead) + 1} dimensions; expected 2 ([out_features, in_features])")
+    device = lib.device_of(X)
     act = ACTIVATIONS.get(activation)
     if act is None:
         act = _activation_code(activation)
-    b = None if bias is None else _vector(bias, "bias", device)
-    out_shape = lead + (w[2],)
-    out, y = _output(lib, X, out, "out", device, out_shape, x[1])
-    pre = None
+    if out is None:
+        out = lib.empty_like_rows(X, _rows_shape(X, _dim(W, 0)))
     if act:
-        preact_out, pre = _output(lib, X, preact_out, "preact_out", device, out_shape, y[1])
+        if preact_out is None:
+            preact_out = lib.empty_like_rows(X, _rows_shape(X, _dim(W, 0)))
     elif preact_out is not None:
         raise invalid("preact_out is given with activation None; expected no pre-activation output")
-    memory = HOST if device < 0 else DEVICE
     stream = _stream_of(lib, stream, device)
     ctx = _context(device)
     _run(ctx, ctx.linear_fprop, lib, device, stream,
-         (x, w, b, pre, y, act, memory, _backend_code(backend), allow_tf32, stream))
+         (X, W, bias, preact_out, out, act, _backend_code(backend), allow_tf32, stream))
     if act and save_preact:
         return out, preact_out
     return out
@@ -237,26 +167,22 @@ def linear_dgrad(dY, W, *, preact=None, activation=None, bias_grad=False, out=No
     (or an output vector [in]) also gives that layer's bias gradient, the sum of dX over tokens.
     Returns dX, or (dX, bias_grad)."""
     lib = adapter(dY)
-    dy, lead, device = _layer_tensor(dY, "dY")
-    w, w_lead, w_device = _layer_tensor(W, "W")
-    _check_device("W", w_device, device)
-    if len(w_lead) != 1:
-        raise invalid(f"W has {len(w_lead) + 1} dimensions; expected 2 ([out_features, in_features])")
+    device = lib.device_of(dY)
     act = ACTIVATIONS.get(activation)
     if act is None:
         act = _activation_code(activation)
-    pre = None
-    if preact is not None:
-        pre, _, pre_device = _layer_tensor(preact, "preact")
-        _check_device("preact", pre_device, device)
-    out, dx = _output(lib, dY, out, "out", device, lead + (w[3],), dy[1])
-    grad, grad_out = _bias_grad_output(lib, dY, bias_grad, w[3], dx[1], device)
-    memory = HOST if device < 0 else DEVICE
+    in_features = _dim(W, 1)
+    if out is None:
+        out = lib.empty_like_rows(dY, _rows_shape(dY, in_features))
+    if bias_grad is True:
+        bias_grad = lib.empty_like_rows(dY, (in_features,))
+    elif bias_grad is False:
+        bias_grad = None
     stream = _stream_of(lib, stream, device)
     ctx = _context(device)
     _run(ctx, ctx.linear_dgrad, lib, device, stream,
-         (dy, w, pre, grad, dx, act, memory, _backend_code(backend), allow_tf32, stream))
-    return out if grad is None else (out, grad_out)
+         (dY, W, preact, bias_grad, out, act, _backend_code(backend), allow_tf32, stream))
+    return out if bias_grad is None else (out, bias_grad)
 
 
 def linear_wgrad(X, dY, *, out=None, accumulate=False, bias_grad=False, backend="auto",
@@ -266,45 +192,21 @@ def linear_wgrad(X, dY, *, out=None, accumulate=False, bias_grad=False, backend=
     bias_grad=True (or an output vector [out]) also gives the layer's bias gradient, the sum of
     dY over tokens. Returns dW, or (dW, bias_grad)."""
     lib = adapter(X)
-    x, _, device = _layer_tensor(X, "X")
-    dy, _, dy_device = _layer_tensor(dY, "dY")
-    _check_device("dY", dy_device, device)
-    if out is None and accumulate:
-        raise invalid("accumulate=True without out; expected the dW to add to")
-    out, dw = _output(lib, X, out, "out", device, (dy[3], x[3]), x[1])
-    grad, grad_out = _bias_grad_output(lib, X, bias_grad, dy[3], dw[1], device)
-    memory = HOST if device < 0 else DEVICE
+    device = lib.device_of(X)
+    out_features = (_shape(dY) or (0,))[-1]
+    if out is None:
+        if accumulate:
+            raise invalid("accumulate=True without out; expected the dW to add to")
+        out = lib.empty_like_rows(X, (out_features, (_shape(X) or (0,))[-1]))
+    if bias_grad is True:
+        bias_grad = lib.empty_like_rows(X, (out_features,))
+    elif bias_grad is False:
+        bias_grad = None
     stream = _stream_of(lib, stream, device)
     ctx = _context(device)
     _run(ctx, ctx.linear_wgrad, lib, device, stream,
-         (x, dy, dw, bool(accumulate), grad, memory, _backend_code(backend), allow_tf32, stream))
-    return out if grad is None else (out, grad_out)
-
-
-def _bias_grad_output(lib, like, bias_grad, length, dtype, device):
-    """(C description, array) of a requested bias gradient: bias_grad is False/None, True
-    (allocate one of `length` in `dtype`) or an output vector."""
-    if bias_grad is None or bias_grad is False:
-        return None, None
-    if bias_grad is True:
-        bias_grad = lib.empty(like, (length,), dtype)
-    return _vector(bias_grad, "bias_grad", device, output=True), bias_grad
-
-
-def _matrix(a, name, device):
-    """The column-major matrix of a 2-d array: a row-major [r, c] array (unit stride in its last
-    dimension) is the column-major c x r matrix with leading dimension its row stride."""
-    data, dtype, shape, strides, where = adapter(a).describe(a, name)
-    _check_device(name, where, device)
-    if len(shape) != 2:
-        raise invalid(f"{name} has shape {tuple(shape)}; expected a 2-d array")
-    r, c = shape
-    if strides[1] != 1 and c > 1:
-        raise invalid(f"{name} has shape {tuple(shape)} and strides {tuple(strides)} (elements); "
-                      "expected a unit stride in the last dimension (a row-major [r, c] array, "
-                      "the column-major c x r matrix)")
-    ld = strides[0] if r > 1 else max(c, 1)
-    return (data, dtype, c, r, ld)
+         (X, dY, out, bool(accumulate), bias_grad, _backend_code(backend), allow_tf32, stream))
+    return out if bias_grad is None else (out, bias_grad)
 
 
 def _flag(value, name):
@@ -328,9 +230,7 @@ def gemm(A, B, D=None, *, transa=False, transb=False, alpha=1.0, beta=0.0, epilo
     Returns D, or (D, aux) for GELU_AUX / GELU_AUX_BIAS, or (D, bias_grad) for DGELU_BGRAD /
     BGRADB."""
     lib = adapter(A)
-    device = lib.describe(A, "A")[4]
-    a = _matrix(A, "A", device)
-    b = _matrix(B, "B", device)
+    device = lib.device_of(A)
     ta, tb = _flag(transa, "transa"), _flag(transb, "transb")
     if isinstance(epilogue, str):
         ep = _EPILOGUES.get(epilogue.lower())
@@ -338,38 +238,29 @@ def gemm(A, B, D=None, *, transa=False, transb=False, alpha=1.0, beta=0.0, epilo
             raise invalid(f"epilogue is {epilogue!r}; expected one of {', '.join(_EPILOGUES)}")
     else:
         ep = Epilogue(epilogue)
-    gemm_m = a[3] if ta else a[2]
-    gemm_n = b[2] if tb else b[3]
+    # Column-major rows x cols of A and B: the reverse of their row-major shapes.
+    a_rows, a_cols = _dim(A, 1), _dim(A, 0)
+    b_rows, b_cols = _dim(B, 1), _dim(B, 0)
+    gemm_m = a_cols if ta else a_rows
+    gemm_n = b_rows if tb else b_cols
     if D is None:
         if beta != 0:
             raise invalid(f"beta is {beta} without D; expected D to read (or beta = 0)")
-        D = lib.empty(A, (gemm_n, gemm_m), a[1])
-    adapter(D).describe(D, "D", True)
-    d = _matrix(D, "D", device)
+        D = lib.empty_like_rows(A, (gemm_n, gemm_m))
     extra = None
-    v = None if bias is None else _vector(bias, "bias", device)
-    x = None
-    if aux is None and ep in _WRITES_AUX:
-        aux = lib.empty(A, (gemm_n, gemm_m), d[1])
-    if aux is not None:
-        if ep in _WRITES_AUX:
-            adapter(aux).describe(aux, "aux", True)
-        x = _matrix(aux, "aux", device)
     if ep in _WRITES_AUX:
+        if aux is None:
+            aux = lib.empty_like_rows(A, (gemm_n, gemm_m))
         extra = aux
-    g = None
     if ep in (Epilogue.DGELU_BGRAD, Epilogue.BGRADB):
         if bias_grad is None:
-            bias_grad = lib.empty(A, (gemm_m if ep == Epilogue.DGELU_BGRAD else gemm_n,), d[1])
+            bias_grad = lib.empty_like_rows(A, (gemm_m if ep == Epilogue.DGELU_BGRAD else gemm_n,))
         extra = bias_grad
-    if bias_grad is not None:
-        g = _vector(bias_grad, "bias_grad", device, output=True)
-    memory = HOST if device < 0 else DEVICE
     stream = _stream_of(lib, stream, device)
     ctx = _context(device)
     _run(ctx, ctx.gemm, lib, device, stream,
-         (a, b, d, ta, tb, float(alpha), float(beta), int(ep), v, x, g, memory,
-          _backend_code(backend), bool(allow_tf32), stream))
+         (A, B, D, ta, tb, float(alpha), float(beta), int(ep), bias, aux, ep in _WRITES_AUX,
+          bias_grad, _backend_code(backend), bool(allow_tf32), stream))
     return D if extra is None else (D, extra)
 
 

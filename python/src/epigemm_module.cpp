@@ -1,14 +1,11 @@
 // epigemm._epigemm: the Python extension, a thin layer over the C API (include/epigemm/epigemm.h).
 //
-// Tensors arrive as tuples of plain integers that the Python package reads off the caller's
-// arrays, so a call costs no DLPack capsule round trip:
-//   a tensor  (layer level, row-major)     (data, dtype, rows, cols, row_stride)
-//   a matrix  (GEMM level, column-major)   (data, dtype, rows, cols, ld)
-//   a vector                               (data, dtype, length)
-// or None where the operand is not given. Every function returns the C status as an int (0 on
-// success); the Python side turns a failure into an exception with Context.last_error(). One
-// status is this layer's own: kNeedWorkspace, when the caller passed its own workspace and it is
-// smaller than the call needs (Context.workspace_needed says how large it must be).
+// Operands are the caller's arrays themselves (None where not given), read here ("reading
+// arrays" below). Every function returns the C status as an int (0 on success); the Python side
+// turns a failure into an exception with Context.last_error(), which holds the library's message
+// or this layer's (a bad array: its dtype, strides, device). One status is this layer's own:
+// kNeedWorkspace, when the caller passed its own workspace and it is smaller than the call needs
+// (Context.workspace_needed says how large it must be).
 //
 // A Context is one epigemm_context_t bound to one device (-1: host only), used by one thread
 // (the Python package keeps one per thread and device). Unless the caller passes a workspace, the
@@ -19,7 +16,9 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -67,47 +66,296 @@ const char* activation_name(int activation) {
   return "invalid activation";
 }
 
-int64_t tuple_int(PyObject* tuple, Py_ssize_t i) { return PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, i)); }
+// ---- reading arrays ------------------------------------------------------------------------------
+// PyTorch tensors are read through their attributes (data_ptr(), dtype, shape, stride(),
+// is_cuda, get_device()) and NumPy arrays through the buffer protocol, here in C++: a DLPack
+// capsule per tensor costs several times more. Anything else (CuPy, JAX, ml_dtypes' bfloat16 in
+// NumPy) goes through the Python package's describe(), registered with set_array_types.
 
-void check_tuple(PyObject* o, Py_ssize_t size, const char* name) {
-  if (!PyTuple_Check(o) || PyTuple_GET_SIZE(o) != size) {
-    throw nb::type_error((std::string(name) + ": expected None or a tuple of " + std::to_string(size) +
-                          " ints").c_str());
-  }
+constexpr int kMaxDims = 32;
+constexpr int kNoDevice = -2;  // no operand read yet
+
+struct ArrayView {
+  void* data = nullptr;
+  int dtype = -1;
+  int ndim = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t strides[kMaxDims] = {};  // in elements
+  int device = -1;                 // -1: host memory, else the CUDA device
+};
+
+struct ArrayTypes {
+  nb::object torch_tensor;      // torch.Tensor (its subclasses too)
+  nb::object torch_dtypes[3];   // torch.float32, torch.float16, torch.bfloat16 (epigemm_dtype_t order)
+  nb::object describe;          // describe(array, name, output) -> (data, dtype, shape, strides, device)
+};
+ArrayTypes& array_types() {
+  static ArrayTypes* types = new ArrayTypes();  // never destroyed: it outlives the interpreter's objects
+  return *types;
 }
 
-// Reads (data, dtype, rows, cols, stride) into a tensor or matrix (same layout of fields).
-// Returns false for None (the operand is not given).
-template <typename T>
-bool read_2d(nb::handle h, epigemm_memory_t memory, const char* name, T* out) {
-  if (h.is_none()) return false;
-  PyObject* o = h.ptr();
-  check_tuple(o, 5, name);
-  out->data = PyLong_AsVoidPtr(PyTuple_GET_ITEM(o, 0));
-  out->dtype = static_cast<epigemm_dtype_t>(tuple_int(o, 1));
-  out->rows = tuple_int(o, 2);
-  out->cols = tuple_int(o, 3);
-  if constexpr (std::is_same_v<T, epigemm_tensor_t>) {
-    out->row_stride = tuple_int(o, 4);
-  } else {
-    out->ld = tuple_int(o, 4);
-  }
-  out->memory = memory;
+PyObject* interned(const char* text) {
+  PyObject* s = PyUnicode_InternFromString(text);
+  if (s == nullptr) throw nb::python_error();
+  return s;
+}
+
+nb::object attribute(PyObject* o, PyObject* name) {
+  PyObject* r = PyObject_GetAttr(o, name);
+  if (r == nullptr) throw nb::python_error();
+  return nb::steal(r);
+}
+
+nb::object call_method(PyObject* o, PyObject* name) {
+  PyObject* r = PyObject_CallMethodObjArgs(o, name, nullptr);
+  if (r == nullptr) throw nb::python_error();
+  return nb::steal(r);
+}
+
+std::string text_of(nb::handle h) { return nb::cast<std::string>(nb::str(h)); }
+
+bool read_int_tuple(PyObject* tuple, int64_t* values, int* count) {
+  if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) > kMaxDims) return false;
+  *count = int(PyTuple_GET_SIZE(tuple));
+  for (int i = 0; i < *count; ++i) values[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, i));
   if (PyErr_Occurred()) throw nb::python_error();
   return true;
 }
 
-bool read_vector(nb::handle h, epigemm_memory_t memory, const char* name, epigemm_vector_t* out) {
-  if (h.is_none()) return false;
-  PyObject* o = h.ptr();
-  check_tuple(o, 3, name);
-  out->data = PyLong_AsVoidPtr(PyTuple_GET_ITEM(o, 0));
-  out->dtype = static_cast<epigemm_dtype_t>(tuple_int(o, 1));
-  out->length = tuple_int(o, 2);
-  out->memory = memory;
-  if (PyErr_Occurred()) throw nb::python_error();
-  return true;
-}
+const char* const kDtypeExpected = "; expected float32, float16 or bfloat16";
+
+// The operands of one call: reads each, checks they share one device, and says what is wrong.
+class Operands {
+ public:
+  std::string error;
+
+  epigemm_memory_t memory() const { return device_ < 0 ? EPIGEMM_MEMORY_HOST : EPIGEMM_MEMORY_DEVICE; }
+  int device() const { return device_; }
+
+  bool read(nb::handle h, const char* name, bool output, ArrayView* v) {
+    PyObject* o = h.ptr();
+    ArrayTypes& types = array_types();
+    bool done = false;
+    if (types.torch_tensor.is_valid() && PyObject_TypeCheck(o, (PyTypeObject*)types.torch_tensor.ptr())) {
+      if (!read_torch(o, name, v)) return false;
+      done = true;
+    } else if (PyObject_CheckBuffer(o)) {
+      int status = read_buffer(o, name, output, v);
+      if (status < 0) return false;
+      done = status > 0;
+    }
+    if (!done && !read_described(h, name, output, v)) return false;
+    if (device_ == kNoDevice) {
+      device_ = v->device;
+      first_ = name;
+    } else if (v->device != device_) {
+      error = std::string(name) + " is in " + where(v->device) + "; expected " + where(device_) +
+              ", where " + first_ + " is";
+      return false;
+    }
+    return true;
+  }
+
+  // A row-major tensor [..., cols] (layer level); the leading dimensions are flattened into rows
+  // when their strides allow it without a copy.
+  bool layer(nb::handle h, const char* name, bool output, int max_dims, epigemm_tensor_t* t) {
+    ArrayView v;
+    if (!read(h, name, output, &v)) return false;
+    if (v.ndim == 0 || v.ndim > max_dims) {
+      error = std::string(name) + " has " + std::to_string(v.ndim) + " dimensions; expected " +
+              (max_dims == 2 ? "2" : "at least 1 ([..., features])");
+      return false;
+    }
+    const int64_t cols = v.shape[v.ndim - 1];
+    if (v.strides[v.ndim - 1] != 1 && cols > 1) {
+      error = std::string(name) + " has shape " + dims(v.shape, v.ndim) + " and strides " +
+              dims(v.strides, v.ndim) + " (elements); expected a unit stride in the last "
+              "dimension (row-major rows): make it contiguous first";
+      return false;
+    }
+    // The row stride is the stride of the innermost leading dimension longer than 1; every outer
+    // one must step over whole blocks of the inner ones.
+    int64_t rows = 1, row_stride = -1, span = 0;
+    for (int i = v.ndim - 2; i >= 0; --i) {
+      rows *= v.shape[i];
+      if (v.shape[i] == 1) continue;
+      if (row_stride < 0) {
+        row_stride = v.strides[i];
+      } else if (v.strides[i] != span) {
+        error = std::string(name) + " has shape " + dims(v.shape, v.ndim) + " and strides " +
+                dims(v.strides, v.ndim) + " (elements): its leading dimensions cannot be "
+                "flattened into rows without a copy; expected them contiguous";
+        return false;
+      }
+      span = v.strides[i] * v.shape[i];
+    }
+    if (row_stride < 0) row_stride = std::max<int64_t>(cols, 1);
+    *t = epigemm_tensor_t{v.data, static_cast<epigemm_dtype_t>(v.dtype), rows, cols, row_stride,
+                          EPIGEMM_MEMORY_HOST};
+    return true;
+  }
+
+  // A column-major matrix (GEMM level): a row-major [r, c] array is the c x r matrix with leading
+  // dimension its row stride.
+  bool matrix(nb::handle h, const char* name, bool output, epigemm_matrix_t* m) {
+    ArrayView v;
+    if (!read(h, name, output, &v)) return false;
+    if (v.ndim != 2) {
+      error = std::string(name) + " has shape " + dims(v.shape, v.ndim) + "; expected a 2-d array";
+      return false;
+    }
+    const int64_t r = v.shape[0], c = v.shape[1];
+    if (v.strides[1] != 1 && c > 1) {
+      error = std::string(name) + " has shape " + dims(v.shape, 2) + " and strides " +
+              dims(v.strides, 2) + " (elements); expected a unit stride in the last dimension "
+              "(a row-major [r, c] array, the column-major c x r matrix)";
+      return false;
+    }
+    const int64_t ld = r > 1 ? v.strides[0] : std::max<int64_t>(c, 1);
+    *m = epigemm_matrix_t{v.data, static_cast<epigemm_dtype_t>(v.dtype), c, r, ld, EPIGEMM_MEMORY_HOST};
+    return true;
+  }
+
+  bool vector(nb::handle h, const char* name, bool output, epigemm_vector_t* out) {
+    ArrayView v;
+    if (!read(h, name, output, &v)) return false;
+    if (v.ndim != 1) {
+      error = std::string(name) + " has shape " + dims(v.shape, v.ndim) + "; expected a 1-d array";
+      return false;
+    }
+    if (v.strides[0] != 1 && v.shape[0] > 1) {
+      error = std::string(name) + " has stride " + std::to_string(v.strides[0]) +
+              " (elements); expected a contiguous vector";
+      return false;
+    }
+    *out = epigemm_vector_t{v.data, static_cast<epigemm_dtype_t>(v.dtype), v.shape[0], EPIGEMM_MEMORY_HOST};
+    return true;
+  }
+
+ private:
+  static std::string where(int device) {
+    return device < 0 ? std::string("host memory") : "CUDA device " + std::to_string(device);
+  }
+  static std::string dims(const int64_t* values, int n) {
+    std::string s = "(";
+    for (int i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(values[i]);
+    return s + (n == 1 ? ",)" : ")");
+  }
+
+  bool read_torch(PyObject* o, const char* name, ArrayView* v) {
+    static PyObject* const s_dtype = interned("dtype");
+    static PyObject* const s_is_cuda = interned("is_cuda");
+    static PyObject* const s_is_cpu = interned("is_cpu");
+    static PyObject* const s_get_device = interned("get_device");
+    static PyObject* const s_data_ptr = interned("data_ptr");
+    static PyObject* const s_shape = interned("shape");
+    static PyObject* const s_stride = interned("stride");
+    static PyObject* const s_device = interned("device");
+    ArrayTypes& types = array_types();
+    nb::object dtype = attribute(o, s_dtype);
+    v->dtype = -1;
+    for (int i = 0; i < 3; ++i) {
+      if (dtype.ptr() == types.torch_dtypes[i].ptr()) v->dtype = i;
+    }
+    if (v->dtype < 0) {
+      error = std::string(name) + " has dtype " + text_of(dtype) + kDtypeExpected;
+      return false;
+    }
+    if (attribute(o, s_is_cuda).ptr() == Py_True) {
+      v->device = int(PyLong_AsLong(call_method(o, s_get_device).ptr()));
+    } else if (attribute(o, s_is_cpu).ptr() == Py_True) {
+      v->device = -1;
+    } else {
+      error = std::string(name) + " is on device " + text_of(attribute(o, s_device)) +
+              "; expected a CPU or CUDA tensor";
+      return false;
+    }
+    v->data = PyLong_AsVoidPtr(call_method(o, s_data_ptr).ptr());
+    if (PyErr_Occurred()) throw nb::python_error();
+    int n = 0, m = 0;
+    if (!read_int_tuple(attribute(o, s_shape).ptr(), v->shape, &n) ||
+        !read_int_tuple(call_method(o, s_stride).ptr(), v->strides, &m) || n != m) {
+      error = std::string(name) + " has more than " + std::to_string(kMaxDims) + " dimensions";
+      return false;
+    }
+    v->ndim = n;
+    return true;
+  }
+
+  // 1: read; 0: not a format handled here (the caller asks describe()); -1: refused.
+  int read_buffer(PyObject* o, const char* name, bool output, ArrayView* v) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(o, &view, PyBUF_RECORDS_RO) != 0) {
+      PyErr_Clear();
+      return 0;
+    }
+    struct Release {
+      Py_buffer* view;
+      ~Release() { PyBuffer_Release(view); }
+    } release{&view};
+    const char* format = view.format == nullptr ? "B" : view.format;
+    if (format[0] == '<' || format[0] == '=' || format[0] == '@') ++format;
+    if (std::strcmp(format, "f") == 0 && view.itemsize == 4) {
+      v->dtype = EPIGEMM_DTYPE_F32;
+    } else if (std::strcmp(format, "e") == 0 && view.itemsize == 2) {
+      v->dtype = EPIGEMM_DTYPE_F16;
+    } else {
+      return 0;
+    }
+    if (output && view.readonly) {
+      error = std::string(name) + " is a read-only array; expected a writable output";
+      return -1;
+    }
+    if (view.ndim > kMaxDims) {
+      error = std::string(name) + " has more than " + std::to_string(kMaxDims) + " dimensions";
+      return -1;
+    }
+    v->data = view.buf;
+    v->ndim = view.ndim;
+    v->device = -1;
+    for (int i = 0; i < view.ndim; ++i) {
+      v->shape[i] = view.shape[i];
+      if (view.strides[i] % view.itemsize != 0) {
+        error = std::string(name) + " has a byte stride of " + std::to_string(view.strides[i]) +
+                ", not a multiple of its " + std::to_string(view.itemsize) +
+                "-byte elements; expected element-aligned strides";
+        return -1;
+      }
+      v->strides[i] = view.strides[i] / view.itemsize;
+    }
+    return 1;
+  }
+
+  bool read_described(nb::handle h, const char* name, bool output, ArrayView* v) {
+    ArrayTypes& types = array_types();
+    if (!types.describe.is_valid()) {
+      error = std::string(name) + ": no array reader registered (import epigemm, not epigemm._epigemm)";
+      return false;
+    }
+    nb::object described = types.describe(h, name, output);  // raises epigemm's errors itself
+    PyObject* d = described.ptr();
+    if (!PyTuple_Check(d) || PyTuple_GET_SIZE(d) != 5) {
+      throw nb::type_error("describe() must return (data, dtype, shape, strides, device)");
+    }
+    v->data = PyLong_AsVoidPtr(PyTuple_GET_ITEM(d, 0));
+    v->dtype = int(PyLong_AsLong(PyTuple_GET_ITEM(d, 1)));
+    v->device = int(PyLong_AsLong(PyTuple_GET_ITEM(d, 4)));
+    if (PyErr_Occurred()) throw nb::python_error();
+    nb::object shape = nb::steal(PySequence_Tuple(PyTuple_GET_ITEM(d, 2)));
+    nb::object strides = nb::steal(PySequence_Tuple(PyTuple_GET_ITEM(d, 3)));
+    if (!shape.is_valid() || !strides.is_valid()) throw nb::python_error();
+    int n = 0, m = 0;
+    if (!read_int_tuple(shape.ptr(), v->shape, &n) || !read_int_tuple(strides.ptr(), v->strides, &m) || n != m) {
+      error = std::string(name) + " has more than " + std::to_string(kMaxDims) + " dimensions";
+      return false;
+    }
+    v->ndim = n;
+    return true;
+  }
+
+  int device_ = kNoDevice;
+  const char* first_ = "";
+};
 
 struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
@@ -215,22 +463,25 @@ class Context {
 
   // Y = act(X W^T + b); pre = X W^T + b when given (act = gelu_tanh needs it today).
   int linear_fprop(nb::handle x, nb::handle w, nb::handle bias, nb::handle pre, nb::handle y,
-                   int activation, int memory, int backend, bool allow_tf32, uintptr_t stream,
+                   int activation, int backend, bool allow_tf32, uintptr_t stream,
                    nb::handle workspace) {
-    const epigemm_memory_t mem = static_cast<epigemm_memory_t>(memory);
+    Operands ops;
     epigemm_tensor_t X{}, W{}, P{}, Y{};
     epigemm_vector_t B{};
-    read_2d(x, mem, "X", &X);
-    read_2d(w, mem, "W", &W);
-    const bool has_bias = read_vector(bias, mem, "bias", &B);
-    const bool has_pre = read_2d(pre, mem, "preact", &P);
-    read_2d(y, mem, "Y", &Y);
-    if (int status = begin(backend, allow_tf32, activation, has_pre, "preact")) return status;
+    const bool has_bias = !bias.is_none(), has_pre = !pre.is_none();
+    if (!ops.layer(x, "X", false, kMaxDims, &X) || !ops.layer(w, "W", false, 2, &W) ||
+        (has_bias && !ops.vector(bias, "bias", false, &B)) ||
+        (has_pre && !ops.layer(pre, "preact_out", true, kMaxDims, &P)) ||
+        !ops.layer(y, "out", true, kMaxDims, &Y)) {
+      return refuse(ops.error);
+    }
+    const epigemm_memory_t mem = ops.memory();
+    X.memory = W.memory = P.memory = Y.memory = B.memory = mem;
+    if (int status = begin(ops, backend, allow_tf32, activation, has_pre, "preact_out")) return status;
     DeviceGuard guard(mem == EPIGEMM_MEMORY_DEVICE ? device_ : -1);
     void* ws = nullptr;
     size_t ws_bytes = 0;
-    if (int status = linear_workspace(X.rows, X.cols, W.rows, X.dtype, mem, stream, workspace,
-                                      &ws, &ws_bytes)) {
+    if (int status = linear_workspace(X.rows, X.cols, W.rows, X.dtype, mem, stream, workspace, &ws, &ws_bytes)) {
       return status;
     }
     return run(mem, [&] {
@@ -241,22 +492,25 @@ class Context {
 
   // dX = (dY W) * act'(pre); bias_grad = sum over tokens of dX (needs pre).
   int linear_dgrad(nb::handle dy, nb::handle w, nb::handle pre, nb::handle bias_grad, nb::handle dx,
-                   int activation, int memory, int backend, bool allow_tf32, uintptr_t stream,
+                   int activation, int backend, bool allow_tf32, uintptr_t stream,
                    nb::handle workspace) {
-    const epigemm_memory_t mem = static_cast<epigemm_memory_t>(memory);
+    Operands ops;
     epigemm_tensor_t dY{}, W{}, P{}, dX{};
     epigemm_vector_t G{};
-    read_2d(dy, mem, "dY", &dY);
-    read_2d(w, mem, "W", &W);
-    const bool has_pre = read_2d(pre, mem, "preact", &P);
-    const bool has_grad = read_vector(bias_grad, mem, "bias_grad", &G);
-    read_2d(dx, mem, "dX", &dX);
-    if (int status = begin(backend, allow_tf32, activation, has_pre, "preact")) return status;
+    const bool has_pre = !pre.is_none(), has_grad = !bias_grad.is_none();
+    if (!ops.layer(dy, "dY", false, kMaxDims, &dY) || !ops.layer(w, "W", false, 2, &W) ||
+        (has_pre && !ops.layer(pre, "preact", false, kMaxDims, &P)) ||
+        (has_grad && !ops.vector(bias_grad, "bias_grad", true, &G)) ||
+        !ops.layer(dx, "out", true, kMaxDims, &dX)) {
+      return refuse(ops.error);
+    }
+    const epigemm_memory_t mem = ops.memory();
+    dY.memory = W.memory = P.memory = dX.memory = G.memory = mem;
+    if (int status = begin(ops, backend, allow_tf32, activation, has_pre, "preact")) return status;
     DeviceGuard guard(mem == EPIGEMM_MEMORY_DEVICE ? device_ : -1);
     void* ws = nullptr;
     size_t ws_bytes = 0;
-    if (int status = linear_workspace(dY.rows, W.cols, dY.cols, dY.dtype, mem, stream, workspace,
-                                      &ws, &ws_bytes)) {
+    if (int status = linear_workspace(dY.rows, W.cols, dY.cols, dY.dtype, mem, stream, workspace, &ws, &ws_bytes)) {
       return status;
     }
     return run(mem, [&] {
@@ -267,20 +521,23 @@ class Context {
 
   // dW (+)= dY^T X; bias_grad = sum over tokens of dY.
   int linear_wgrad(nb::handle x, nb::handle dy, nb::handle dw, bool accumulate, nb::handle bias_grad,
-                   int memory, int backend, bool allow_tf32, uintptr_t stream, nb::handle workspace) {
-    const epigemm_memory_t mem = static_cast<epigemm_memory_t>(memory);
+                   int backend, bool allow_tf32, uintptr_t stream, nb::handle workspace) {
+    Operands ops;
     epigemm_tensor_t X{}, dY{}, dW{};
     epigemm_vector_t G{};
-    read_2d(x, mem, "X", &X);
-    read_2d(dy, mem, "dY", &dY);
-    read_2d(dw, mem, "dW", &dW);
-    const bool has_grad = read_vector(bias_grad, mem, "bias_grad", &G);
-    if (int status = begin(backend, allow_tf32, kIdentity, false, "")) return status;
+    const bool has_grad = !bias_grad.is_none();
+    if (!ops.layer(x, "X", false, kMaxDims, &X) || !ops.layer(dy, "dY", false, kMaxDims, &dY) ||
+        !ops.layer(dw, "out", true, 2, &dW) ||
+        (has_grad && !ops.vector(bias_grad, "bias_grad", true, &G))) {
+      return refuse(ops.error);
+    }
+    const epigemm_memory_t mem = ops.memory();
+    X.memory = dY.memory = dW.memory = G.memory = mem;
+    if (int status = begin(ops, backend, allow_tf32, kIdentity, false, "")) return status;
     DeviceGuard guard(mem == EPIGEMM_MEMORY_DEVICE ? device_ : -1);
     void* ws = nullptr;
     size_t ws_bytes = 0;
-    if (int status = linear_workspace(X.rows, X.cols, dY.cols, X.dtype, mem, stream, workspace,
-                                      &ws, &ws_bytes)) {
+    if (int status = linear_workspace(X.rows, X.cols, dY.cols, X.dtype, mem, stream, workspace, &ws, &ws_bytes)) {
       return status;
     }
     return run(mem, [&] {
@@ -291,18 +548,21 @@ class Context {
 
   // D = epilogue(alpha op(A) op(B) + beta D), GEMM coordinates, through the context's description.
   int gemm(nb::handle a, nb::handle b, nb::handle d, bool transa, bool transb, float alpha,
-           float beta, int epilogue, nb::handle bias, nb::handle aux, nb::handle bias_grad,
-           int memory, int backend, bool allow_tf32, uintptr_t stream, nb::handle workspace) {
-    own_error_.clear();
-    const epigemm_memory_t mem = static_cast<epigemm_memory_t>(memory);
+           float beta, int epilogue, nb::handle bias, nb::handle aux, bool aux_is_output,
+           nb::handle bias_grad, int backend, bool allow_tf32, uintptr_t stream, nb::handle workspace) {
+    Operands ops;
     epigemm_matrix_t A{}, B{}, D{}, X{};
     epigemm_vector_t V{}, G{};
-    read_2d(a, mem, "A", &A);
-    read_2d(b, mem, "B", &B);
-    read_2d(d, mem, "D", &D);
-    const bool has_bias = read_vector(bias, mem, "bias", &V);
-    const bool has_aux = read_2d(aux, mem, "aux", &X);
-    const bool has_grad = read_vector(bias_grad, mem, "bias_grad", &G);
+    const bool has_bias = !bias.is_none(), has_aux = !aux.is_none(), has_grad = !bias_grad.is_none();
+    if (!ops.matrix(a, "A", false, &A) || !ops.matrix(b, "B", false, &B) ||
+        !ops.matrix(d, "D", true, &D) || (has_bias && !ops.vector(bias, "bias", false, &V)) ||
+        (has_aux && !ops.matrix(aux, "aux", aux_is_output, &X)) ||
+        (has_grad && !ops.vector(bias_grad, "bias_grad", true, &G))) {
+      return refuse(ops.error);
+    }
+    const epigemm_memory_t mem = ops.memory();
+    A.memory = B.memory = D.memory = X.memory = V.memory = G.memory = mem;
+    if (int status = begin(ops, backend, allow_tf32, kIdentity, false, "")) return status;
     epigemm_status_t status = EPIGEMM_STATUS_SUCCESS;
     auto set = [&](epigemm_status_t s) {
       if (status == EPIGEMM_STATUS_SUCCESS) status = s;
@@ -327,9 +587,7 @@ class Context {
     if (epigemm_status_t s = epigemm_gemm_workspace_size(ctx_, desc_, &A, &B, &D, &needed)) return s;
     void* ws = nullptr;
     size_t ws_bytes = 0;
-    if (int s = provide_workspace(needed, mem, stream, workspace, &ws, &ws_bytes)) {
-      return s;
-    }
+    if (int s = provide_workspace(needed, mem, stream, workspace, &ws, &ws_bytes)) return s;
     return run(mem, [&] {
       return epigemm_gemm(ctx_, desc_, &A, &B, &D, ws, ws_bytes, reinterpret_cast<void*>(stream));
     });
@@ -338,20 +596,22 @@ class Context {
   // The time of one epigemm_linear_fprop call made directly from C++, `calls` times in a row
   // with these arguments (no synchronization: on the GPU this is the host's cost to enqueue),
   // in seconds per call. The baseline of the Python overhead measurement (python/bench).
-  double time_c_linear_fprop(nb::handle x, nb::handle w, nb::handle bias, nb::handle y, int memory,
+  double time_c_linear_fprop(nb::handle x, nb::handle w, nb::handle bias, nb::handle y,
                              uintptr_t stream, nb::handle workspace, int calls) {
-    const epigemm_memory_t mem = static_cast<epigemm_memory_t>(memory);
+    Operands ops;
     epigemm_tensor_t X{}, W{}, Y{};
     epigemm_vector_t B{};
-    read_2d(x, mem, "X", &X);
-    read_2d(w, mem, "W", &W);
-    const bool has_bias = read_vector(bias, mem, "bias", &B);
-    read_2d(y, mem, "Y", &Y);
+    const bool has_bias = !bias.is_none();
+    if (!ops.layer(x, "X", false, kMaxDims, &X) || !ops.layer(w, "W", false, 2, &W) ||
+        (has_bias && !ops.vector(bias, "bias", false, &B)) || !ops.layer(y, "out", true, kMaxDims, &Y)) {
+      throw std::runtime_error("time_c_linear_fprop: " + ops.error);
+    }
+    const epigemm_memory_t mem = ops.memory();
+    X.memory = W.memory = Y.memory = B.memory = mem;
     DeviceGuard guard(mem == EPIGEMM_MEMORY_DEVICE ? device_ : -1);
     void* ws = nullptr;
     size_t ws_bytes = 0;
-    if (int status = linear_workspace(X.rows, X.cols, W.rows, X.dtype, mem, stream, workspace,
-                                      &ws, &ws_bytes)) {
+    if (int status = linear_workspace(X.rows, X.cols, W.rows, X.dtype, mem, stream, workspace, &ws, &ws_bytes)) {
       throw std::runtime_error("time_c_linear_fprop: no workspace (status " + std::to_string(status) + ")");
     }
     nb::gil_scoped_release release;
@@ -377,10 +637,21 @@ class Context {
     return call();
   }
 
+  int refuse(const std::string& message) {
+    own_error_ = message;
+    return EPIGEMM_STATUS_INVALID_VALUE;
+  }
+
   // Clears this layer's message, applies the backend and TF32 choice, and refuses what the C
   // library cannot compute yet: returns a status (0 = go on).
-  int begin(int backend, bool allow_tf32, int activation, bool has_pre, const char* pre_name) {
+  int begin(const Operands& ops, int backend, bool allow_tf32, int activation, bool has_pre,
+            const char* pre_name) {
     own_error_.clear();
+    if (ops.device() >= 0 && ops.device() != device_) {
+      own_error_ = "the operands are on CUDA device " + std::to_string(ops.device()) +
+                   " but this context belongs to device " + std::to_string(device_);
+      return EPIGEMM_STATUS_INVALID_VALUE;
+    }
     if (!activation_computed(activation)) {
       own_error_ = std::string("activation ") + activation_name(activation) +
                    " is not computed by this build of the epigemm library; expected identity (None) "
@@ -432,7 +703,9 @@ class Context {
                         void** ws, size_t* ws_bytes) {
     if (!workspace.is_none()) {
       PyObject* o = workspace.ptr();
-      check_tuple(o, 2, "workspace");
+      if (!PyTuple_Check(o) || PyTuple_GET_SIZE(o) != 2) {
+        throw nb::type_error("workspace: expected None or a tuple (data, bytes)");
+      }
       void* data = PyLong_AsVoidPtr(PyTuple_GET_ITEM(o, 0));
       const size_t bytes = PyLong_AsSize_t(PyTuple_GET_ITEM(o, 1));
       if (PyErr_Occurred()) throw nb::python_error();
@@ -529,27 +802,6 @@ nb::tuple dlpack_describe(nb::ndarray<nb::ro> array) {
                         nb::tuple(strides), array.device_type(), array.device_id(), text);
 }
 
-// (data, format, itemsize, shape, strides in bytes, readonly) of an object exporting the buffer
-// protocol (NumPy arrays: cheaper than their __array_interface__ or DLPack export), or None.
-nb::object buffer_describe(nb::handle object) {
-  Py_buffer view;
-  if (PyObject_GetBuffer(object.ptr(), &view, PyBUF_RECORDS_RO) != 0) {
-    PyErr_Clear();
-    return nb::none();
-  }
-  nb::object shape = nb::steal(PyTuple_New(view.ndim));
-  nb::object strides = nb::steal(PyTuple_New(view.ndim));
-  for (int i = 0; i < view.ndim; ++i) {
-    PyTuple_SET_ITEM(shape.ptr(), i, PyLong_FromSsize_t(view.shape[i]));
-    PyTuple_SET_ITEM(strides.ptr(), i, PyLong_FromSsize_t(view.strides[i]));
-  }
-  nb::object result = nb::make_tuple(reinterpret_cast<uintptr_t>(view.buf),
-                                     nb::str(view.format != nullptr ? view.format : "B"),
-                                     view.itemsize, shape, strides, view.readonly != 0);
-  PyBuffer_Release(&view);
-  return result;
-}
-
 }  // namespace
 
 NB_MODULE(_epigemm, m) {
@@ -565,7 +817,20 @@ NB_MODULE(_epigemm, m) {
   m.def("status_name", [](int status) { return std::string(epigemm_status_name(static_cast<epigemm_status_t>(status))); });
   m.def("activation_computed", &activation_computed);
   m.def("dlpack_describe", &dlpack_describe, nb::arg("array"));
-  m.def("buffer_describe", &buffer_describe, nb::arg("object").none());
+  m.def(
+      "set_array_types",
+      [](nb::object torch_tensor, nb::object f32, nb::object f16, nb::object bf16, nb::object describe) {
+        ArrayTypes& types = array_types();
+        if (!torch_tensor.is_none()) {
+          types.torch_tensor = torch_tensor;
+          types.torch_dtypes[EPIGEMM_DTYPE_F32] = f32;
+          types.torch_dtypes[EPIGEMM_DTYPE_F16] = f16;
+          types.torch_dtypes[EPIGEMM_DTYPE_BF16] = bf16;
+        }
+        if (!describe.is_none()) types.describe = describe;
+      },
+      "torch_tensor"_a.none(), "f32"_a.none(), "f16"_a.none(), "bf16"_a.none(), "describe"_a.none(),
+      "Registers torch.Tensor and its dtypes (read in C++) and the reader of other arrays.");
   m.def("cuda_device_count", []() {
 #ifdef EPIGEMM_PYTHON_WITH_CUDA
     int count = 0;
@@ -589,17 +854,15 @@ NB_MODULE(_epigemm, m) {
       .def("backend_compiled", &Context::backend_compiled)
       // Operands are None where not given (nanobind refuses None unless .none() says so).
       .def("linear_fprop", &Context::linear_fprop, "X"_a, "W"_a, "bias"_a.none(), "preact"_a.none(),
-           "Y"_a, "activation"_a, "memory"_a, "backend"_a, "allow_tf32"_a, "stream"_a,
-           "workspace"_a.none())
+           "Y"_a, "activation"_a, "backend"_a, "allow_tf32"_a, "stream"_a, "workspace"_a.none())
       .def("linear_dgrad", &Context::linear_dgrad, "dY"_a, "W"_a, "preact"_a.none(),
-           "bias_grad"_a.none(), "dX"_a, "activation"_a, "memory"_a, "backend"_a, "allow_tf32"_a,
-           "stream"_a, "workspace"_a.none())
-      .def("linear_wgrad", &Context::linear_wgrad, "X"_a, "dY"_a, "dW"_a, "accumulate"_a,
-           "bias_grad"_a.none(), "memory"_a, "backend"_a, "allow_tf32"_a, "stream"_a,
+           "bias_grad"_a.none(), "dX"_a, "activation"_a, "backend"_a, "allow_tf32"_a, "stream"_a,
            "workspace"_a.none())
+      .def("linear_wgrad", &Context::linear_wgrad, "X"_a, "dY"_a, "dW"_a, "accumulate"_a,
+           "bias_grad"_a.none(), "backend"_a, "allow_tf32"_a, "stream"_a, "workspace"_a.none())
       .def("gemm", &Context::gemm, "A"_a, "B"_a, "D"_a, "transa"_a, "transb"_a, "alpha"_a, "beta"_a,
-           "epilogue"_a, "bias"_a.none(), "aux"_a.none(), "bias_grad"_a.none(), "memory"_a,
+           "epilogue"_a, "bias"_a.none(), "aux"_a.none(), "aux_is_output"_a, "bias_grad"_a.none(),
            "backend"_a, "allow_tf32"_a, "stream"_a, "workspace"_a.none())
       .def("time_c_linear_fprop", &Context::time_c_linear_fprop, "X"_a, "W"_a, "bias"_a.none(),
-           "Y"_a, "memory"_a, "stream"_a, "workspace"_a.none(), "calls"_a);
+           "Y"_a, "stream"_a, "workspace"_a.none(), "calls"_a);
 }
