@@ -7,6 +7,8 @@ for; the GPU queue is drained between rounds):
   ops, out=          epigemm.linear_fprop(X, W, b, out=Y)
   ops, allocating    epigemm.linear_fprop(X, W, b)
   torch.ops op       torch.ops.epigemm.linear(X, W, b) (the custom operator of epigemm.torch)
+  epigemm.torch      epigemm.torch.linear with X requiring grad (custom operator + autograd)
+  autograd.Function  the operation inside a plain torch.autograd.Function, for comparison
   F.linear           torch.nn.functional.linear(X, W, b), for scale
 Median over rounds of `calls` calls each. Overhead = path - C call.
 
@@ -43,6 +45,24 @@ def _time_c(ctx, X, W, b, Y, stream, workspace, calls, rounds, sync):
         per_call.append(ctx.time_c_linear_fprop(X, W, b, Y, stream, workspace, calls))
     sync()
     return statistics.median(per_call)
+
+
+def _function_linear():
+    """A plain torch.autograd.Function calling the operation: what the modules' dispatch through
+    custom operators costs beyond it."""
+    import torch
+
+    class FunctionLinear(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w, b):
+            ctx.save_for_backward(x, w)
+            return epigemm.linear_fprop(x, w, b)
+
+        @staticmethod
+        def backward(ctx, dy):
+            return None, None, None
+
+    return FunctionLinear
 
 
 def measure(library, device_name, tokens, in_features, out_features, dtype_name, calls, rounds):
@@ -91,11 +111,15 @@ def measure(library, device_name, tokens, in_features, out_features, dtype_name,
 
         from epigemm import torch as epigemm_torch  # registers torch.ops.epigemm
 
+        _FunctionLinear = _function_linear()
+
         rows.append(("torch.ops.epigemm.linear(X, W, b)",
                      _time_python(lambda: torch.ops.epigemm.linear(X, W, b), calls, rounds, sync)))
         Xg = X.detach().clone().requires_grad_()
         rows.append(("epigemm.torch.linear(X, W, b), X requires grad",
                      _time_python(lambda: epigemm_torch.linear(Xg, W, b), calls, rounds, sync)))
+        rows.append(("autograd.Function around linear_fprop, X requires grad",
+                     _time_python(lambda: _FunctionLinear.apply(Xg, W, b), calls, rounds, sync)))
         rows.append(("F.linear(X, W, b) (PyTorch, for scale)",
                      _time_python(lambda: F.linear(X, W, b), calls, rounds, sync)))
     return [(name, t * 1e6, (t - c_time) * 1e6) for name, t in rows], epigemm.last_backend()[0]
@@ -130,10 +154,10 @@ def main(argv=None):
     rows, backend = measure(library, device, tokens, in_features, out_features, dtype, args.calls, args.rounds)
     print(f"Python overhead, {library} on {device}, {dtype}, (tokens,in,out) = ({tokens},{in_features},"
           f"{out_features}), backend {backend}, median of {args.rounds} rounds x {args.calls} calls")
-    print(f"| {'path':<48} | {'us/call':>8} | {'over C':>8} |")
-    print(f"|{'-' * 50}|{'-' * 10}|{'-' * 10}|")
+    print(f"| {'path':<56} | {'us/call':>8} | {'over C':>8} |")
+    print(f"|{'-' * 58}|{'-' * 10}|{'-' * 10}|")
     for name, us, over in rows:
-        print(f"| {name:<48} | {us:8.2f} | {over:8.2f} |")
+        print(f"| {name:<56} | {us:8.2f} | {over:8.2f} |")
     return rows
 
 

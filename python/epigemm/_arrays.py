@@ -18,7 +18,6 @@ from . import _epigemm as _c
 from ._errors import invalid
 
 F32, F16, BF16 = 0, 1, 2  # epigemm_dtype_t
-DTYPE_NAMES = ("float32", "float16", "bfloat16")
 
 
 def _dtype_error(name, given):

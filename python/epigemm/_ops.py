@@ -6,14 +6,13 @@ import enum
 import threading
 
 from . import _epigemm as _c
-from ._arrays import DTYPE_NAMES, adapter
+from ._arrays import adapter
 from ._errors import error_for_status, invalid
 
-# activation= names -> codes of the extension (python/src/epigemm_module.cpp, Activation).
-ACTIVATIONS = {None: 0, "identity": 0, "gelu_tanh": 1, "gelu_erf": 2, "relu": 3, "silu": 4}
-# backend= names -> epigemm_backend_t.
-BACKENDS = {"auto": 0, "reference": 1, "cpu": 2, "cuda": 3, "cublaslt": 4}
-_BACKEND_NAMES = {code: name for name, code in BACKENDS.items()}
+# activation= names -> the extension's codes (None is the identity); backend= names ->
+# epigemm_backend_t.
+ACTIVATIONS = {None: 0, **_c.ACTIVATIONS}
+BACKENDS = dict(_c.BACKENDS)
 
 
 class Epilogue(enum.IntEnum):
@@ -262,11 +261,3 @@ def gemm(A, B, D=None, *, transa=False, transb=False, alpha=1.0, beta=0.0, epilo
          (A, B, D, ta, tb, float(alpha), float(beta), int(ep), bias, aux, ep in _WRITES_AUX,
           bias_grad, _backend_code(backend), bool(allow_tf32), stream))
     return D if extra is None else (D, extra)
-
-
-def dtype_name(code):
-    return DTYPE_NAMES[code]
-
-
-def backend_name(code):
-    return _BACKEND_NAMES[code]

@@ -113,7 +113,7 @@ def _linear_wgrad(x: Tensor, dy: Tensor, bias_grad: bool) -> Tuple[Tensor, Tenso
 def _(x, dy, bias_grad):
     out_features = dy.shape[1]
     return (x.new_empty((out_features, x.shape[1])),
-            dy.new_empty((out_features,) if bias_grad else (0,)))
+            x.new_empty((out_features,)) if bias_grad else dy.new_empty((0,)))
 
 
 def _activation_arg(activation: str) -> Optional[str]:

@@ -816,6 +816,14 @@ NB_MODULE(_epigemm, m) {
 #endif
   m.def("status_name", [](int status) { return std::string(epigemm_status_name(static_cast<epigemm_status_t>(status))); });
   m.def("activation_computed", &activation_computed);
+  nb::dict activations, backends;
+  for (int code : {kIdentity, kGeluTanh, kGeluErf, kRelu, kSilu}) activations[activation_name(code)] = code;
+  for (epigemm_backend_t b : {EPIGEMM_BACKEND_AUTO, EPIGEMM_BACKEND_REFERENCE, EPIGEMM_BACKEND_CPU,
+                              EPIGEMM_BACKEND_CUDA, EPIGEMM_BACKEND_CUBLASLT}) {
+    backends[epigemm_backend_name(b)] = int(b);
+  }
+  m.attr("ACTIVATIONS") = activations;
+  m.attr("BACKENDS") = backends;
   m.def("dlpack_describe", &dlpack_describe, nb::arg("array"));
   m.def(
       "set_array_types",
