@@ -26,25 +26,23 @@ import epigemm
 from epigemm import _arrays, _ops
 
 
-def _time_python(fn, calls, rounds, sync):
-    per_call = []
+def _interleaved(paths, calls, rounds, sync, self_timed):
+    """Median seconds per call of each path. Each round times every path in turn (`calls` calls
+    each), so that a change of the machine's load meets all paths alike. The path named
+    `self_timed` makes its `calls` calls itself and returns its time per call."""
+    per_call = {name: [] for name, _ in paths}
     for _ in range(rounds):
-        sync()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        per_call.append((time.perf_counter() - start) / calls)
+        for name, fn in paths:
+            sync()
+            if name == self_timed:
+                per_call[name].append(fn())
+                continue
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            per_call[name].append((time.perf_counter() - start) / calls)
     sync()
-    return statistics.median(per_call)
-
-
-def _time_c(ctx, X, W, b, Y, stream, workspace, calls, rounds, sync):
-    per_call = []
-    for _ in range(rounds):
-        sync()
-        per_call.append(ctx.time_c_linear_fprop(X, W, b, Y, stream, workspace, calls))
-    sync()
-    return statistics.median(per_call)
+    return {name: statistics.median(times) for name, times in per_call.items()}
 
 
 def _function_linear():
@@ -95,33 +93,32 @@ def measure(library, device_name, tokens, in_features, out_features, dtype_name,
     workspace = lib.workspace(dev, stream)
     ctx = _ops._context(dev)
 
-    rows = []
-    c_time = _time_c(ctx, X, W, b, Y, stream, workspace, calls, rounds, sync)
-    rows.append(("C call (epigemm_linear_fprop), in a C++ loop", c_time))
-    rows.append(("extension call (operands read in C++ + C call)",
-                 _time_python(lambda: ctx.linear_fprop(X, W, b, None, Y, 0, 0, False, stream, workspace),
-                              calls, rounds, sync)))
-    rows.append(("epigemm.linear_fprop(X, W, b, out=Y)",
-                 _time_python(lambda: epigemm.linear_fprop(X, W, b, out=Y), calls, rounds, sync)))
-    rows.append(("epigemm.linear_fprop(X, W, b)",
-                 _time_python(lambda: epigemm.linear_fprop(X, W, b), calls, rounds, sync)))
+    c_name = "C call (epigemm_linear_fprop), in a C++ loop"
+    paths = [
+        (c_name, lambda: ctx.time_c_linear_fprop(X, W, b, Y, stream, workspace, calls)),
+        ("extension call (operands read in C++ + C call)",
+         lambda: ctx.linear_fprop(X, W, b, None, Y, 0, 0, False, stream, workspace)),
+        ("epigemm.linear_fprop(X, W, b, out=Y)", lambda: epigemm.linear_fprop(X, W, b, out=Y)),
+        ("epigemm.linear_fprop(X, W, b)", lambda: epigemm.linear_fprop(X, W, b)),
+    ]
     if library == "torch":
         import torch
         import torch.nn.functional as F
 
         from epigemm import torch as epigemm_torch  # registers torch.ops.epigemm
 
-        _FunctionLinear = _function_linear()
-
-        rows.append(("torch.ops.epigemm.linear(X, W, b)",
-                     _time_python(lambda: torch.ops.epigemm.linear(X, W, b), calls, rounds, sync)))
+        function_linear = _function_linear()
         Xg = X.detach().clone().requires_grad_()
-        rows.append(("epigemm.torch.linear(X, W, b), X requires grad",
-                     _time_python(lambda: epigemm_torch.linear(Xg, W, b), calls, rounds, sync)))
-        rows.append(("autograd.Function around linear_fprop, X requires grad",
-                     _time_python(lambda: _FunctionLinear.apply(Xg, W, b), calls, rounds, sync)))
-        rows.append(("F.linear(X, W, b) (PyTorch, for scale)",
-                     _time_python(lambda: F.linear(X, W, b), calls, rounds, sync)))
+        paths += [
+            ("torch.ops.epigemm.linear(X, W, b)", lambda: torch.ops.epigemm.linear(X, W, b)),
+            ("torch.ops.epigemm.linear(X, W, b), X requires grad", lambda: torch.ops.epigemm.linear(Xg, W, b)),
+            ("epigemm.torch.linear(X, W, b), X requires grad", lambda: epigemm_torch.linear(Xg, W, b)),
+            ("autograd.Function around linear_fprop, X requires grad", lambda: function_linear.apply(Xg, W, b)),
+            ("F.linear(X, W, b) (PyTorch, for scale)", lambda: F.linear(X, W, b)),
+        ]
+    times = _interleaved(paths, calls, rounds, sync, c_name)
+    c_time = times[c_name]
+    rows = [(name, times[name]) for name, _ in paths]
     return [(name, t * 1e6, (t - c_time) * 1e6) for name, t in rows], epigemm.last_backend()[0]
 
 

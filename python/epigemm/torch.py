@@ -11,7 +11,9 @@
 
 Both are torch.library custom operators (epigemm::linear, epigemm::mlp, epigemm::linear_dgrad,
 epigemm::linear_wgrad) with fake implementations and registered autograd formulas, so
-torch.compile traces them without a graph break. Inputs that are not contiguous are copied to
+torch.compile traces them without a graph break. In eager mode on plain tensors the same
+computations and backward formulas run in plain autograd Functions, without the operators'
+dispatch cost. Inputs that are not contiguous are copied to
 contiguous ones first. dtypes float32, float16 and bfloat16 on the CPU and on CUDA devices; the
 input, weights and biases of one call have one dtype (no autocast).
 """
@@ -38,23 +40,18 @@ _ACTIVATION_MODULES = {
 }
 
 
-# ---- the operators ------------------------------------------------------------------------------
+# ---- the computations ---------------------------------------------------------------------------
+# Plain functions on tensors; the custom operators below are these, and the eager path calls them
+# directly.
 
-@torch.library.custom_op("epigemm::linear", mutates_args=())
-def _linear(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
+def _linear_impl(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
     """y [tokens, out] = x [tokens, in] weight [out, in]^T + bias [out]."""
     return _ops.linear_fprop(x.contiguous(), weight.contiguous(),
                              None if bias is None else bias.contiguous())
 
 
-@_linear.register_fake
-def _(x, weight, bias):
-    return x.new_empty((x.shape[0], weight.shape[0]))
-
-
-@torch.library.custom_op("epigemm::mlp", mutates_args=())
-def _mlp(x: Tensor, w1: Tensor, b1: Optional[Tensor], w2: Tensor, b2: Optional[Tensor],
-         activation: str) -> Tuple[Tensor, Tensor, Tensor]:
+def _mlp_impl(x: Tensor, w1: Tensor, b1: Optional[Tensor], w2: Tensor, b2: Optional[Tensor],
+              activation: str) -> Tuple[Tensor, Tensor, Tensor]:
     """(y, h, pre): pre = x w1^T + b1, h = act(pre), y = h w2^T + b2, for x [tokens, in],
     w1 [hidden, in], w2 [out, hidden]. h and pre are what the backward needs (pre is empty for
     the identity)."""
@@ -71,16 +68,8 @@ def _mlp(x: Tensor, w1: Tensor, b1: Optional[Tensor], w2: Tensor, b2: Optional[T
     return y, h, pre
 
 
-@_mlp.register_fake
-def _(x, w1, b1, w2, b2, activation):
-    tokens, hidden = x.shape[0], w1.shape[0]
-    pre = x.new_empty((0,)) if _activation_arg(activation) is None else x.new_empty((tokens, hidden))
-    return x.new_empty((tokens, w2.shape[0])), x.new_empty((tokens, hidden)), pre
-
-
-@torch.library.custom_op("epigemm::linear_dgrad", mutates_args=())
-def _linear_dgrad(dy: Tensor, weight: Tensor, preact: Optional[Tensor], activation: str,
-                  bias_grad: bool) -> Tuple[Tensor, Tensor]:
+def _linear_dgrad_impl(dy: Tensor, weight: Tensor, preact: Optional[Tensor], activation: str,
+                       bias_grad: bool) -> Tuple[Tensor, Tensor]:
     """(dx, db): dx [tokens, in] = (dy [tokens, out] weight [out, in]) * act'(preact), and db [in]
     the sum of dx over tokens when bias_grad (else an empty tensor)."""
     act = _activation_arg(activation)
@@ -92,15 +81,7 @@ def _linear_dgrad(dy: Tensor, weight: Tensor, preact: Optional[Tensor], activati
     return _ops.linear_dgrad(dy, weight, preact=preact, activation=act), dy.new_empty((0,))
 
 
-@_linear_dgrad.register_fake
-def _(dy, weight, preact, activation, bias_grad):
-    in_features = weight.shape[1]
-    return (dy.new_empty((dy.shape[0], in_features)),
-            dy.new_empty((in_features,) if bias_grad else (0,)))
-
-
-@torch.library.custom_op("epigemm::linear_wgrad", mutates_args=())
-def _linear_wgrad(x: Tensor, dy: Tensor, bias_grad: bool) -> Tuple[Tensor, Tensor]:
+def _linear_wgrad_impl(x: Tensor, dy: Tensor, bias_grad: bool) -> Tuple[Tensor, Tensor]:
     """(dw, db): dw [out, in] = dy [tokens, out]^T x [tokens, in], and db [out] the sum of dy over
     tokens when bias_grad (else an empty tensor)."""
     x, dy = x.contiguous(), dy.contiguous()
@@ -109,38 +90,30 @@ def _linear_wgrad(x: Tensor, dy: Tensor, bias_grad: bool) -> Tuple[Tensor, Tenso
     return _ops.linear_wgrad(x, dy), dy.new_empty((0,))
 
 
-@_linear_wgrad.register_fake
-def _(x, dy, bias_grad):
-    out_features = dy.shape[1]
-    return (x.new_empty((out_features, x.shape[1])),
-            x.new_empty((out_features,)) if bias_grad else dy.new_empty((0,)))
-
-
 def _activation_arg(activation: str) -> Optional[str]:
     """The operators carry the activation as a string ("identity" for None)."""
     return None if activation == "identity" else activation
 
 
-# ---- autograd -----------------------------------------------------------------------------------
+# ---- the backward formulas, over a dgrad and a wgrad (the operators' or the computations') -----
 
 def _linear_setup(ctx, inputs, output):
     x, weight, bias = inputs
     ctx.save_for_backward(x, weight)
-    ctx.has_bias = bias is not None
 
 
-def _linear_backward(ctx, dy):
-    x, weight = ctx.saved_tensors
-    needs_x, needs_weight, needs_bias = ctx.needs_input_grad
-    dx = dw = db = None
-    if needs_x:
-        dx, _ = torch.ops.epigemm.linear_dgrad(dy, weight, None, "identity", False)
-    if needs_weight or needs_bias:
-        dw, db = torch.ops.epigemm.linear_wgrad(x, dy, bool(needs_bias))
-    return dx, dw if needs_weight else None, db if needs_bias else None
-
-
-_linear.register_autograd(_linear_backward, setup_context=_linear_setup)
+def _linear_backward_with(dgrad, wgrad):
+    def backward(ctx, dy):
+        x, weight = ctx.saved_tensors
+        needs_x, needs_weight, needs_bias = ctx.needs_input_grad
+        dx = dw = db = None
+        if needs_x:
+            dx, _ = dgrad(dy, weight, None, "identity", False)
+        if needs_weight or needs_bias:
+            # The wgrad's epilogue also sums dy over tokens (BGRADB).
+            dw, db = wgrad(x, dy, bool(needs_bias))
+        return dx, dw if needs_weight else None, db if needs_bias else None
+    return backward
 
 
 def _mlp_setup(ctx, inputs, output):
@@ -154,33 +127,105 @@ def _mlp_setup(ctx, inputs, output):
     ctx.set_materialize_grads(False)
 
 
-def _mlp_backward(ctx, dy, dh, dpre):
-    x, w1, w2, h, pre = ctx.saved_tensors
-    needs_x, needs_w1, needs_b1, needs_w2, needs_b2, _ = ctx.needs_input_grad
-    dx = dw1 = db1 = dw2 = db2 = None
-    if dy is None:
-        return dx, dw1, db1, dw2, db2, None
-    if needs_w2 or needs_b2:
-        # fc2's wgrad; its epilogue also sums dy over tokens (BGRADB).
-        dw2, db2 = torch.ops.epigemm.linear_wgrad(h, dy, bool(needs_b2))
-    if needs_x or needs_w1 or needs_b1:
-        if ctx.activation == "identity":
-            dpre, _ = torch.ops.epigemm.linear_dgrad(dy, w2, None, "identity", False)
-            if needs_w1 or needs_b1:
-                dw1, db1 = torch.ops.epigemm.linear_wgrad(x, dpre, bool(needs_b1))
-        else:
-            # fc2's dgrad through the activation's gradient on fc1's saved pre-activation; its
-            # epilogue also gives fc1's bias gradient (DGELU_BGRAD).
-            dpre, db1 = torch.ops.epigemm.linear_dgrad(dy, w2, pre, ctx.activation, bool(needs_b1))
-            if needs_w1:
-                dw1, _ = torch.ops.epigemm.linear_wgrad(x, dpre, False)
-        if needs_x:
-            dx, _ = torch.ops.epigemm.linear_dgrad(dpre, w1, None, "identity", False)
-    return (dx, dw1 if needs_w1 else None, db1 if needs_b1 else None,
-            dw2 if needs_w2 else None, db2 if needs_b2 else None, None)
+def _mlp_backward_with(dgrad, wgrad):
+    def backward(ctx, dy, dh, dpre):
+        x, w1, w2, h, pre = ctx.saved_tensors
+        needs_x, needs_w1, needs_b1, needs_w2, needs_b2, _ = ctx.needs_input_grad
+        dx = dw1 = db1 = dw2 = db2 = None
+        if dy is None:
+            return dx, dw1, db1, dw2, db2, None
+        if needs_w2 or needs_b2:
+            # fc2's wgrad; its epilogue also sums dy over tokens (BGRADB).
+            dw2, db2 = wgrad(h, dy, bool(needs_b2))
+        if needs_x or needs_w1 or needs_b1:
+            if ctx.activation == "identity":
+                dpre, _ = dgrad(dy, w2, None, "identity", False)
+                if needs_w1 or needs_b1:
+                    dw1, db1 = wgrad(x, dpre, bool(needs_b1))
+            else:
+                # fc2's dgrad through the activation's gradient on fc1's saved pre-activation;
+                # its epilogue also gives fc1's bias gradient (DGELU_BGRAD).
+                dpre, db1 = dgrad(dy, w2, pre, ctx.activation, bool(needs_b1))
+                if needs_w1:
+                    dw1, _ = wgrad(x, dpre, False)
+            if needs_x:
+                dx, _ = dgrad(dpre, w1, None, "identity", False)
+        return (dx, dw1 if needs_w1 else None, db1 if needs_b1 else None,
+                dw2 if needs_w2 else None, db2 if needs_b2 else None, None)
+    return backward
 
 
-_mlp.register_autograd(_mlp_backward, setup_context=_mlp_setup)
+# ---- the custom operators (what torch.compile, export and FX see) --------------------------------
+
+_linear_op = torch.library.custom_op("epigemm::linear", _linear_impl, mutates_args=())
+_mlp_op = torch.library.custom_op("epigemm::mlp", _mlp_impl, mutates_args=())
+_linear_dgrad_op = torch.library.custom_op("epigemm::linear_dgrad", _linear_dgrad_impl, mutates_args=())
+_linear_wgrad_op = torch.library.custom_op("epigemm::linear_wgrad", _linear_wgrad_impl, mutates_args=())
+
+
+@_linear_op.register_fake
+def _(x, weight, bias):
+    return x.new_empty((x.shape[0], weight.shape[0]))
+
+
+@_mlp_op.register_fake
+def _(x, w1, b1, w2, b2, activation):
+    tokens, hidden = x.shape[0], w1.shape[0]
+    pre = x.new_empty((0,)) if _activation_arg(activation) is None else x.new_empty((tokens, hidden))
+    return x.new_empty((tokens, w2.shape[0])), x.new_empty((tokens, hidden)), pre
+
+
+@_linear_dgrad_op.register_fake
+def _(dy, weight, preact, activation, bias_grad):
+    in_features = weight.shape[1]
+    return (dy.new_empty((dy.shape[0], in_features)),
+            dy.new_empty((in_features,) if bias_grad else (0,)))
+
+
+@_linear_wgrad_op.register_fake
+def _(x, dy, bias_grad):
+    out_features = dy.shape[1]
+    return (x.new_empty((out_features, x.shape[1])),
+            x.new_empty((out_features,)) if bias_grad else dy.new_empty((0,)))
+
+
+_linear_op.register_autograd(_linear_backward_with(_linear_dgrad_op, _linear_wgrad_op),
+                             setup_context=_linear_setup)
+_mlp_op.register_autograd(_mlp_backward_with(_linear_dgrad_op, _linear_wgrad_op),
+                          setup_context=_mlp_setup)
+
+
+# ---- the eager path: the same computations and formulas in plain autograd Functions -------------
+# A custom operator's dispatch and autograd wrapper cost tens of microseconds per call in eager
+# mode (python/bench/bench_overhead.py); a plain Function around the same code costs a fraction.
+
+class _LinearFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(x, weight, bias):
+        return _linear_impl(x, weight, bias)
+
+    setup_context = staticmethod(_linear_setup)
+    backward = staticmethod(_linear_backward_with(_linear_dgrad_impl, _linear_wgrad_impl))
+
+
+class _MLPFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(x, w1, b1, w2, b2, activation):
+        return _mlp_impl(x, w1, b1, w2, b2, activation)
+
+    setup_context = staticmethod(_mlp_setup)
+    backward = staticmethod(_mlp_backward_with(_linear_dgrad_impl, _linear_wgrad_impl))
+
+
+_PLAIN_TENSORS = (torch.Tensor, nn.Parameter)
+
+
+def _eager(*tensors) -> bool:
+    """Whether this call runs eagerly on plain tensors: not under torch.compile / export (which
+    must see the custom operators), not traced, no tensor subclass (fake, functional, DTensor)."""
+    if torch.compiler.is_compiling() or torch.jit.is_tracing():
+        return False
+    return all(t is None or type(t) in _PLAIN_TENSORS for t in tensors)
 
 
 # ---- functions and modules ----------------------------------------------------------------------
@@ -193,7 +238,11 @@ def _rows(x: Tensor, features: int, name: str) -> Tensor:
 
 def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
     """F.linear on epigemm: x [..., in], weight [out, in], bias [out] -> [..., out]."""
-    y = torch.ops.epigemm.linear(_rows(x, weight.shape[1], "x"), weight, bias)
+    rows = _rows(x, weight.shape[1], "x")
+    if _eager(rows, weight, bias):
+        y = _LinearFunction.apply(rows, weight, bias)
+    else:
+        y = torch.ops.epigemm.linear(rows, weight, bias)
     return y.reshape(x.shape[:-1] + (weight.shape[0],))
 
 
@@ -203,8 +252,12 @@ def mlp(x: Tensor, w1: Tensor, b1: Optional[Tensor], w2: Tensor, b2: Optional[Te
     if activation not in _ACTIVATION_MODULES:
         raise invalid(f"activation is {activation!r}; expected one of "
                            f"{', '.join(map(repr, _ACTIVATION_MODULES))}")
-    y, _, _ = torch.ops.epigemm.mlp(_rows(x, w1.shape[1], "x"), w1, b1, w2, b2,
-                                    "identity" if activation is None else activation)
+    rows = _rows(x, w1.shape[1], "x")
+    act = "identity" if activation is None else activation
+    if _eager(rows, w1, b1, w2, b2):
+        y, _, _ = _MLPFunction.apply(rows, w1, b1, w2, b2, act)
+    else:
+        y, _, _ = torch.ops.epigemm.mlp(rows, w1, b1, w2, b2, act)
     return y.reshape(x.shape[:-1] + (w2.shape[0],))
 
 
