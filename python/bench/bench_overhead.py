@@ -131,21 +131,14 @@ def main(argv=None):
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=21)
     args = parser.parse_args(argv)
-    library = args.library
-    if library is None:
-        try:
-            import torch  # noqa: F401
-
-            library = "torch"
-        except ImportError:
-            library = "numpy"
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    library = args.library or ("numpy" if torch is None else "torch")
     device = args.device
     if device is None:
-        device = "cpu"
-        if library == "torch":
-            import torch
-
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = "cuda" if library == "torch" and torch.cuda.is_available() else "cpu"
     dtype = args.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
     tokens, in_features, out_features = (int(v) for v in args.shape.split(","))
     rows, backend = measure(library, device, tokens, in_features, out_features, dtype, args.calls, args.rounds)

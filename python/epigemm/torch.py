@@ -200,20 +200,24 @@ _mlp_op.register_autograd(_mlp_backward_with(_linear_dgrad_op, _linear_wgrad_op)
 # mode (python/bench/bench_overhead.py); a plain Function around the same code costs a fraction.
 
 class _LinearFunction(torch.autograd.Function):
+    # forward takes ctx (no separate setup_context): Function.apply binds the arguments of a
+    # setup_context-style forward through inspect.signature, which costs more than the operators.
     @staticmethod
-    def forward(x, weight, bias):
-        return _linear_impl(x, weight, bias)
+    def forward(ctx, x, weight, bias):
+        y = _linear_impl(x, weight, bias)
+        _linear_setup(ctx, (x, weight, bias), y)
+        return y
 
-    setup_context = staticmethod(_linear_setup)
     backward = staticmethod(_linear_backward_with(_linear_dgrad_impl, _linear_wgrad_impl))
 
 
 class _MLPFunction(torch.autograd.Function):
     @staticmethod
-    def forward(x, w1, b1, w2, b2, activation):
-        return _mlp_impl(x, w1, b1, w2, b2, activation)
+    def forward(ctx, x, w1, b1, w2, b2, activation):
+        output = _mlp_impl(x, w1, b1, w2, b2, activation)
+        _mlp_setup(ctx, (x, w1, b1, w2, b2, activation), output)
+        return output
 
-    setup_context = staticmethod(_mlp_setup)
     backward = staticmethod(_mlp_backward_with(_linear_dgrad_impl, _linear_wgrad_impl))
 
 
@@ -225,15 +229,30 @@ def _eager(*tensors) -> bool:
     must see the custom operators), not traced, no tensor subclass (fake, functional, DTensor)."""
     if torch.compiler.is_compiling() or torch.jit.is_tracing():
         return False
-    return all(t is None or type(t) in _PLAIN_TENSORS for t in tensors)
+    for t in tensors:
+        if t is not None and type(t) not in _PLAIN_TENSORS:
+            return False
+    return True
 
 
 # ---- functions and modules ----------------------------------------------------------------------
 
+def _check_activation(activation):
+    if activation not in _ACTIVATION_MODULES:
+        raise invalid(f"activation is {activation!r}; expected one of "
+                      f"{', '.join(map(repr, _ACTIVATION_MODULES))}")
+
+
 def _rows(x: Tensor, features: int, name: str) -> Tensor:
+    """x [..., features] as [tokens, features] (a view where the strides allow it)."""
     if x.dim() == 0 or x.shape[-1] != features:
         raise invalid(f"{name} has shape {tuple(x.shape)}; expected [..., {features}]")
-    return x.reshape(-1, features)
+    return x if x.dim() == 2 else x.reshape(-1, features)
+
+
+def _unrows(y: Tensor, x: Tensor, features: int) -> Tensor:
+    """y [tokens, features] back to x's leading dimensions."""
+    return y if x.dim() == 2 else y.reshape(x.shape[:-1] + (features,))
 
 
 def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
@@ -243,22 +262,20 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
         y = _LinearFunction.apply(rows, weight, bias)
     else:
         y = torch.ops.epigemm.linear(rows, weight, bias)
-    return y.reshape(x.shape[:-1] + (weight.shape[0],))
+    return _unrows(y, x, weight.shape[0])
 
 
 def mlp(x: Tensor, w1: Tensor, b1: Optional[Tensor], w2: Tensor, b2: Optional[Tensor],
         activation: Optional[str] = "gelu_tanh") -> Tensor:
     """fc2(act(fc1(x))) on epigemm: x [..., in], w1 [hidden, in], w2 [out, hidden] -> [..., out]."""
-    if activation not in _ACTIVATION_MODULES:
-        raise invalid(f"activation is {activation!r}; expected one of "
-                           f"{', '.join(map(repr, _ACTIVATION_MODULES))}")
+    _check_activation(activation)
     rows = _rows(x, w1.shape[1], "x")
     act = "identity" if activation is None else activation
     if _eager(rows, w1, b1, w2, b2):
         y, _, _ = _MLPFunction.apply(rows, w1, b1, w2, b2, act)
     else:
         y, _, _ = torch.ops.epigemm.mlp(rows, w1, b1, w2, b2, act)
-    return y.reshape(x.shape[:-1] + (w2.shape[0],))
+    return _unrows(y, x, w2.shape[0])
 
 
 class Linear(nn.Linear):
@@ -281,9 +298,7 @@ class MLP(nn.Sequential):
 
     def __init__(self, in_features: int, hidden_features: int, out_features: Optional[int] = None,
                  activation: Optional[str] = "gelu_tanh", bias: bool = True, device=None, dtype=None):
-        if activation not in _ACTIVATION_MODULES:
-            raise invalid(f"activation is {activation!r}; expected one of "
-                               f"{', '.join(map(repr, _ACTIVATION_MODULES))}")
+        _check_activation(activation)
         out_features = in_features if out_features is None else out_features
         factory = {"device": device, "dtype": dtype}
         super().__init__(Linear(in_features, hidden_features, bias, **factory),
