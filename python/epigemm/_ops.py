@@ -30,7 +30,6 @@ class Epilogue(enum.IntEnum):
 
 _EPILOGUES = {e.name.lower(): e for e in Epilogue}
 _WRITES_AUX = (Epilogue.GELU_AUX, Epilogue.GELU_AUX_BIAS)
-_READS_AUX = (Epilogue.DGELU, Epilogue.DGELU_BGRAD)
 
 
 class _ThreadState(threading.local):
@@ -45,12 +44,14 @@ class _ThreadState(threading.local):
 _STATE = _ThreadState()
 
 
-def _context(device):
+def _context(device, calling=True):
+    """This thread's context for a device; `calling`: a call runs on it next (last_backend())."""
     state = _STATE
     ctx = state.contexts.get(device)
     if ctx is None:
         ctx = state.contexts[device] = _c.Context(device)
-    state.last = ctx
+    if calling:
+        state.last = ctx
     return ctx
 
 
@@ -66,12 +67,12 @@ def last_backend():
 def backend_usable(backend, device=None):
     """Whether a backend ("cpu", "cuda", ...) is compiled in and can run here (on `device`, a
     CUDA device index, or the host when None)."""
-    return _context(-1 if device is None else device).backend_usable(_backend_code(backend))
+    return _context(-1 if device is None else device, False).backend_usable(_backend_code(backend))
 
 
 def backend_compiled(backend):
     """Whether a backend is compiled into this build, whether or not it can run here."""
-    return _context(-1).backend_compiled(_backend_code(backend))
+    return _context(-1, False).backend_compiled(_backend_code(backend))
 
 
 def _backend_code(backend):

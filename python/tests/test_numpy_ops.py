@@ -333,6 +333,7 @@ def test_backend_choice_and_last_backend():
     name, reason = epigemm.last_backend()
     assert name in ("cpu", "reference") and reason.startswith("auto: ")
     assert epigemm.backend_usable("reference") and epigemm.backend_compiled("reference")
+    assert epigemm.last_backend() == (name, reason)  # the queries are not calls
     if not epigemm.backend_usable("cuda"):
         out = sentinel((3, 2))
         expect_error(epigemm.NotSupportedError, "backend cuda",
