@@ -124,7 +124,14 @@ class _TorchTensors:
     def grow_workspace(self, device, stream, needed):
         # Rounded up to a MiB so that nearby sizes reuse the buffer.
         nbytes = (needed + (1 << 20) - 1) >> 20 << 20
-        buffer = self.torch.empty(nbytes, dtype=self.torch.uint8, device=f"cuda:{device}")
+        torch = self.torch
+        if stream == self.stream(device):
+            buffer = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{device}")
+        else:
+            # Allocated on the stream that uses it (stream= not the current one), so that the
+            # caching allocator reuses the block only after that stream's work when it is freed.
+            with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=f"cuda:{device}")):
+                buffer = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{device}")
         self.workspaces[(device, stream)] = (buffer, (buffer.data_ptr(), nbytes))
         return buffer.data_ptr(), nbytes
 

@@ -182,8 +182,13 @@ def test_device_call_runs_on_the_current_stream():
         got = epigemm.linear_fprop(X, W)
         got2 = epigemm.linear_fprop(X, W, stream=side)
     torch.cuda.current_stream().wait_stream(side)
+    # A stream passed explicitly while another one is current (its workspace allocated on it).
+    other = torch.cuda.Stream()
+    other.wait_stream(torch.cuda.current_stream())
+    got3 = epigemm.linear_fprop(X, W, stream=other)
+    torch.cuda.current_stream().wait_stream(other)
     torch.cuda.synchronize()
-    assert torch.equal(got, want) and torch.equal(got2, want)
+    assert torch.equal(got, want) and torch.equal(got2, want) and torch.equal(got3, want)
 
 
 def compile_backend():
