@@ -108,6 +108,7 @@ def time_shape(tokens, in_f, out_f, rounds, warmup, compile_too):
         ms = statistics.median(times[name])
         rows.append((name, ms, flops / ms / 1e9, agreement[name]))
     del paths, inputs
+    torch._dynamo.reset()  # a fresh compile per shape, never the recompile limit's eager fallback
     torch.cuda.empty_cache()
     return rows
 
