@@ -2,7 +2,8 @@
 #   make run   - the main job: `epigemm demo` on the best device present (CPU by default);
 #                builds the epigemm program and the library only
 #   make test  - builds everything (CUDA code too when nvcc is there) and runs every test this
-#                machine can run (GPU tests print SKIP without a GPU)
+#                machine can run (GPU tests print SKIP without a GPU), the Python package's too
+#                (make python-test)
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
@@ -19,7 +20,15 @@ RUN_CMAKE_FLAGS := -DEPIGEMM_WITH_CUDA=OFF -DEPIGEMM_BUILD_TESTS=OFF \
   -DEPIGEMM_BUILD_EXAMPLES=OFF -DEPIGEMM_BUILD_BENCH=OFF
 endif
 
-.PHONY: all deps configure build test run clean
+# The Python package's build compiles the library once more; without a GPU its CUDA code is left
+# out (the main build above has compiled it already).
+ifeq ($(HAVE_GPU),yes)
+PY_BUILD_FLAGS :=
+else
+PY_BUILD_FLAGS := -Ccmake.define.EPIGEMM_WITH_CUDA=OFF
+endif
+
+.PHONY: all deps configure build test python-test run clean
 
 all: build
 
@@ -36,6 +45,17 @@ build: configure
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS); status=$$?; sh $(CURDIR)/scripts/test_skip_summary.sh Testing/Temporary/LastTest.log; exit $$status
+	$(MAKE) python-test
+
+# The Python package (pyproject.toml, python/): `pip install .` into a venv under $(BUILD_DIR),
+# then its tests (PyTorch's are skipped, with the reason, where PyTorch is not installed).
+PY_VENV := $(BUILD_DIR)/python-venv
+python-test: deps
+	@test -x $(PY_VENV)/bin/python || python3 -m venv $(PY_VENV) || \
+	  { echo "python3 -m venv failed: on Debian, apt-get install python3-venv python3-dev"; exit 1; }
+	$(PY_VENV)/bin/python -m pip install -q numpy pytest ml_dtypes scikit-build-core nanobind
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PY_VENV)/bin/python -m pip install -q --no-build-isolation $(PY_BUILD_FLAGS) .
+	$(PY_VENV)/bin/python -m pytest -q -rs -p no:cacheprovider python/tests
 
 run: deps
 	@if [ ! -f $(RUN_BUILD_DIR)/CMakeCache.txt ]; then \

@@ -1,0 +1,264 @@
+"""The operations: the three passes of a linear layer and the GEMM with an epilogue, on any array
+epigemm can read (_arrays.py). The meaning of each is docs/conventions.md; docs/python.md says
+how arrays map to it."""
+
+import enum
+import threading
+
+from . import _epigemm as _c
+from ._arrays import adapter
+from ._errors import error_for_status, invalid
+
+# activation= names -> the extension's codes (None is the identity); backend= names ->
+# epigemm_backend_t.
+ACTIVATIONS = {None: 0, **_c.ACTIVATIONS}
+BACKENDS = dict(_c.BACKENDS)
+
+
+class Epilogue(enum.IntEnum):
+    """The epilogues of gemm() (docs/conventions.md, "Epilogues"); gemm also takes their names
+    as strings, in any case ("dgelu_bgrad")."""
+
+    DEFAULT = 0
+    BIAS = 1
+    GELU_AUX = 2
+    GELU_AUX_BIAS = 3
+    DGELU = 4
+    DGELU_BGRAD = 5
+    BGRADB = 6
+
+
+_EPILOGUES = {e.name.lower(): e for e in Epilogue}
+_WRITES_AUX = (Epilogue.GELU_AUX, Epilogue.GELU_AUX_BIAS)
+
+
+class _ThreadState(threading.local):
+    """A context per device (-1: host) for each thread: the C API's contexts are used by one
+    thread at a time."""
+
+    def __init__(self):
+        self.contexts = {}
+        self.last = None
+
+
+_STATE = _ThreadState()
+
+
+def _context(device, calling=True):
+    """This thread's context for a device; `calling`: a call runs on it next (last_backend())."""
+    state = _STATE
+    ctx = state.contexts.get(device)
+    if ctx is None:
+        ctx = state.contexts[device] = _c.Context(device)
+    if calling:
+        state.last = ctx
+    return ctx
+
+
+def last_backend():
+    """(name, reason): which backend ran this thread's last successful call and why the
+    dispatcher chose it, e.g. ("cpu", "auto: cpu has the highest priority ...")."""
+    ctx = _STATE.last
+    if ctx is None:
+        return ("", "no call has run on this thread")
+    return ctx.last_backend()
+
+
+def backend_usable(backend, device=None):
+    """Whether a backend ("cpu", "cuda", ...) is compiled in and can run here (on `device`, a
+    CUDA device index, or the host when None)."""
+    return _context(-1 if device is None else device, False).backend_usable(_backend_code(backend))
+
+
+def backend_compiled(backend):
+    """Whether a backend is compiled into this build, whether or not it can run here."""
+    return _context(-1, False).backend_compiled(_backend_code(backend))
+
+
+def _backend_code(backend):
+    code = BACKENDS.get(backend)
+    if code is None:
+        raise invalid(f"backend is {backend!r}; expected one of {', '.join(map(repr, BACKENDS))}")
+    return code
+
+
+def _activation_code(activation):
+    code = ACTIVATIONS.get(activation)
+    if code is None:
+        raise invalid(f"activation is {activation!r}; expected None, 'gelu_tanh', 'gelu_erf', 'relu' or 'silu'")
+    return code
+
+
+def _stream_of(lib, stream, device):
+    if device < 0:
+        return 0
+    if stream is None:
+        return lib.stream(device)
+    if isinstance(stream, int):
+        return stream
+    for attribute in ("cuda_stream", "ptr", "handle"):  # torch.cuda.Stream, cupy Stream, ...
+        value = getattr(stream, attribute, None)
+        if isinstance(value, int):
+            return value
+    raise invalid(f"stream is a {type(stream).__name__}; expected None, an int (a cudaStream_t) "
+                  "or a stream object with .cuda_stream or .ptr")
+
+
+def _run(ctx, method, lib, device, stream, args):
+    """Calls the extension with the library's workspace (retrying once with a larger one when
+    the call asks for it) and raises the library's error."""
+    workspace = lib.workspace(device, stream)
+    status = method(*args, workspace)
+    if status == _c.NEED_WORKSPACE:
+        status = method(*args, lib.grow_workspace(device, stream, ctx.workspace_needed))
+    if status:
+        raise error_for_status(status, ctx.last_error())
+
+
+def _shape(a):
+    shape = getattr(a, "shape", None)
+    return () if shape is None else tuple(shape)
+
+
+def _rows_shape(a, features):
+    """[..., features] for an array [..., k] (the extension checks what the shapes mean)."""
+    return _shape(a)[:-1] + (features,)
+
+
+def _dim(a, axis):
+    shape = _shape(a)
+    return shape[axis] if len(shape) == 2 else 0
+
+
+def linear_fprop(X, W, bias=None, *, activation=None, save_preact=True, out=None, preact_out=None,
+                 backend="auto", allow_tf32=False, stream=None):
+    """Y[..., out] = act(X[..., in] W[out, in]^T + bias[out]).
+
+    With an activation, also the pre-activation X W^T + bias (what linear_dgrad needs), unless
+    save_preact=False. Returns Y, or (Y, preact) when the pre-activation is saved. Outputs given
+    by out= / preact_out= are written in place; otherwise they are allocated (same library,
+    device and dtype as X)."""
+    lib = adapter(X)
+    device = lib.device_of(X)
+    act = ACTIVATIONS.get(activation)
+    if act is None:
+        act = _activation_code(activation)
+    if out is None:
+        out = lib.empty_like_rows(X, _rows_shape(X, _dim(W, 0)))
+    if act:
+        if preact_out is None:
+            preact_out = lib.empty_like_rows(X, _rows_shape(X, _dim(W, 0)))
+    elif preact_out is not None:
+        raise invalid("preact_out is given with activation None; expected no pre-activation output")
+    stream = _stream_of(lib, stream, device)
+    ctx = _context(device)
+    _run(ctx, ctx.linear_fprop, lib, device, stream,
+         (X, W, bias, preact_out, out, act, _backend_code(backend), allow_tf32, stream))
+    if act and save_preact:
+        return out, preact_out
+    return out
+
+
+def linear_dgrad(dY, W, *, preact=None, activation=None, bias_grad=False, out=None, backend="auto",
+                 allow_tf32=False, stream=None):
+    """dX[..., in] = (dY[..., out] W[out, in]) * act'(preact[..., in]).
+
+    preact is the previous layer's saved pre-activation (with its activation); bias_grad=True
+    (or an output vector [in]) also gives that layer's bias gradient, the sum of dX over tokens.
+    Returns dX, or (dX, bias_grad)."""
+    lib = adapter(dY)
+    device = lib.device_of(dY)
+    act = ACTIVATIONS.get(activation)
+    if act is None:
+        act = _activation_code(activation)
+    in_features = _dim(W, 1)
+    if out is None:
+        out = lib.empty_like_rows(dY, _rows_shape(dY, in_features))
+    if bias_grad is True:
+        bias_grad = lib.empty_like_rows(dY, (in_features,))
+    elif bias_grad is False:
+        bias_grad = None
+    stream = _stream_of(lib, stream, device)
+    ctx = _context(device)
+    _run(ctx, ctx.linear_dgrad, lib, device, stream,
+         (dY, W, preact, bias_grad, out, act, _backend_code(backend), allow_tf32, stream))
+    return out if bias_grad is None else (out, bias_grad)
+
+
+def linear_wgrad(X, dY, *, out=None, accumulate=False, bias_grad=False, backend="auto",
+                 allow_tf32=False, stream=None):
+    """dW[out, in] (+)= dY[..., out]^T X[..., in]; accumulate=True adds to out.
+
+    bias_grad=True (or an output vector [out]) also gives the layer's bias gradient, the sum of
+    dY over tokens. Returns dW, or (dW, bias_grad)."""
+    lib = adapter(X)
+    device = lib.device_of(X)
+    out_features = (_shape(dY) or (0,))[-1]
+    if out is None:
+        if accumulate:
+            raise invalid("accumulate=True without out; expected the dW to add to")
+        out = lib.empty_like_rows(X, (out_features, (_shape(X) or (0,))[-1]))
+    if bias_grad is True:
+        bias_grad = lib.empty_like_rows(X, (out_features,))
+    elif bias_grad is False:
+        bias_grad = None
+    stream = _stream_of(lib, stream, device)
+    ctx = _context(device)
+    _run(ctx, ctx.linear_wgrad, lib, device, stream,
+         (X, dY, out, bool(accumulate), bias_grad, _backend_code(backend), allow_tf32, stream))
+    return out if bias_grad is None else (out, bias_grad)
+
+
+def _flag(value, name):
+    if value in (False, True, 0, 1):
+        return bool(value)
+    text = str(value).upper()
+    if text in ("N", "T"):
+        return text == "T"
+    raise invalid(f"{name} is {value!r}; expected False/True or 'N'/'T'")
+
+
+def gemm(A, B, D=None, *, transa=False, transb=False, alpha=1.0, beta=0.0, epilogue="default",
+         bias=None, aux=None, bias_grad=None, allow_tf32=False, backend="auto", stream=None):
+    """D (gemm_m x gemm_n) = epilogue(alpha op(A) op(B) + beta D), in GEMM coordinates.
+
+    Column-major semantics, as the C API: a row-major array of shape [r, c] is the column-major
+    c x r matrix (leading dimension its row stride). So for row-major X [tokens, in] and
+    W [out, in], Y [tokens, out] = X W^T is gemm(W, X, transa=True). transa / transb are bools
+    or 'N' / 'T'; epilogue an Epilogue or its name. Outputs not given are allocated (as A):
+    D (needs beta == 0), aux for GELU_AUX / GELU_AUX_BIAS, bias_grad for DGELU_BGRAD / BGRADB.
+    Returns D, or (D, aux) for GELU_AUX / GELU_AUX_BIAS, or (D, bias_grad) for DGELU_BGRAD /
+    BGRADB."""
+    lib = adapter(A)
+    device = lib.device_of(A)
+    ta, tb = _flag(transa, "transa"), _flag(transb, "transb")
+    if isinstance(epilogue, str):
+        ep = _EPILOGUES.get(epilogue.lower())
+        if ep is None:
+            raise invalid(f"epilogue is {epilogue!r}; expected one of {', '.join(_EPILOGUES)}")
+    else:
+        ep = Epilogue(epilogue)
+    # Column-major rows x cols of A and B: the reverse of their row-major shapes.
+    a_rows, a_cols = _dim(A, 1), _dim(A, 0)
+    b_rows, b_cols = _dim(B, 1), _dim(B, 0)
+    gemm_m = a_cols if ta else a_rows
+    gemm_n = b_rows if tb else b_cols
+    if D is None:
+        if beta != 0:
+            raise invalid(f"beta is {beta} without D; expected D to read (or beta = 0)")
+        D = lib.empty_like_rows(A, (gemm_n, gemm_m))
+    extra = None
+    if ep in _WRITES_AUX:
+        if aux is None:
+            aux = lib.empty_like_rows(A, (gemm_n, gemm_m))
+        extra = aux
+    if ep in (Epilogue.DGELU_BGRAD, Epilogue.BGRADB):
+        if bias_grad is None:
+            bias_grad = lib.empty_like_rows(A, (gemm_m if ep == Epilogue.DGELU_BGRAD else gemm_n,))
+        extra = bias_grad
+    stream = _stream_of(lib, stream, device)
+    ctx = _context(device)
+    _run(ctx, ctx.gemm, lib, device, stream,
+         (A, B, D, ta, tb, float(alpha), float(beta), int(ep), bias, aux, ep in _WRITES_AUX,
+          bias_grad, _backend_code(backend), bool(allow_tf32), stream))
+    return D if extra is None else (D, extra)

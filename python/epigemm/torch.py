@@ -1,0 +1,322 @@
+"""PyTorch modules whose forward and backward run on epigemm's fused epilogues.
+
+- Linear: a drop-in nn.Linear (it is one: same parameters, state_dict, initialization). Its
+  backward is one dgrad and one wgrad whose epilogue also gives the bias gradient (BGRADB).
+- MLP(in_features, hidden_features, out_features=None, activation="gelu_tanh", bias=True):
+  fc1 -> activation -> fc2, an nn.Sequential(Linear, GELU(approximate="tanh"), Linear) with the
+  same state_dict keys ("0.weight", "0.bias", "2.weight", "2.bias"). The forward saves fc1's
+  pre-activation from fc1's epilogue; the backward runs fc2's dgrad with the GELU gradient
+  applied in its epilogue, which also gives fc1's bias gradient (DGELU_BGRAD), and fc2's wgrad
+  with its bias gradient (BGRADB).
+
+Both are torch.library custom operators (epigemm::linear, epigemm::mlp, epigemm::linear_dgrad,
+epigemm::linear_wgrad) with fake implementations and registered autograd formulas, so
+torch.compile traces them without a graph break. In eager mode on plain tensors the same
+computations and backward formulas run in plain autograd Functions, without the operators'
+dispatch cost. Inputs that are not contiguous are copied to
+contiguous ones first. dtypes float32, float16 and bfloat16 on the CPU and on CUDA devices; the
+input, weights and biases of one call have one dtype (no autocast).
+"""
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor, nn
+
+from . import _arrays, _ops
+from ._errors import invalid
+
+__all__ = ["Linear", "MLP", "mlp", "linear"]
+
+_arrays.torch_adapter()  # the extension reads torch tensors from here on
+
+# MLP activations -> the nn module at index 1 of the Sequential (its state_dict has no entries).
+_ACTIVATION_MODULES = {
+    "gelu_tanh": lambda: nn.GELU(approximate="tanh"),
+    "gelu_erf": nn.GELU,
+    "relu": nn.ReLU,
+    "silu": nn.SiLU,
+    None: nn.Identity,
+}
+
+
+# ---- the computations ---------------------------------------------------------------------------
+# Plain functions on tensors; the custom operators below are these, and the eager path calls them
+# directly.
+
+def _linear_impl(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
+    """y [tokens, out] = x [tokens, in] weight [out, in]^T + bias [out]."""
+    return _ops.linear_fprop(x.contiguous(), weight.contiguous(),
+                             None if bias is None else bias.contiguous())
+
+
+def _mlp_impl(x: Tensor, w1: Tensor, b1: Optional[Tensor], w2: Tensor, b2: Optional[Tensor],
+              activation: str) -> Tuple[Tensor, Tensor, Tensor]:
+    """(y, h, pre): pre = x w1^T + b1, h = act(pre), y = h w2^T + b2, for x [tokens, in],
+    w1 [hidden, in], w2 [out, hidden]. h and pre are what the backward needs (pre is empty for
+    the identity)."""
+    act = _activation_arg(activation)
+    x, w1, w2 = x.contiguous(), w1.contiguous(), w2.contiguous()
+    b1 = None if b1 is None else b1.contiguous()
+    b2 = None if b2 is None else b2.contiguous()
+    if act is None:
+        h = _ops.linear_fprop(x, w1, b1)
+        pre = x.new_empty((0,))
+    else:
+        h, pre = _ops.linear_fprop(x, w1, b1, activation=act)
+    y = _ops.linear_fprop(h, w2, b2)
+    return y, h, pre
+
+
+def _linear_dgrad_impl(dy: Tensor, weight: Tensor, preact: Optional[Tensor], activation: str,
+                       bias_grad: bool) -> Tuple[Tensor, Tensor]:
+    """(dx, db): dx [tokens, in] = (dy [tokens, out] weight [out, in]) * act'(preact), and db [in]
+    the sum of dx over tokens when bias_grad (else an empty tensor)."""
+    act = _activation_arg(activation)
+    dy, weight = dy.contiguous(), weight.contiguous()
+    if preact is not None:
+        preact = preact.contiguous()
+    if bias_grad:
+        return _ops.linear_dgrad(dy, weight, preact=preact, activation=act, bias_grad=True)
+    return _ops.linear_dgrad(dy, weight, preact=preact, activation=act), dy.new_empty((0,))
+
+
+def _linear_wgrad_impl(x: Tensor, dy: Tensor, bias_grad: bool) -> Tuple[Tensor, Tensor]:
+    """(dw, db): dw [out, in] = dy [tokens, out]^T x [tokens, in], and db [out] the sum of dy over
+    tokens when bias_grad (else an empty tensor)."""
+    x, dy = x.contiguous(), dy.contiguous()
+    if bias_grad:
+        return _ops.linear_wgrad(x, dy, bias_grad=True)
+    return _ops.linear_wgrad(x, dy), dy.new_empty((0,))
+
+
+def _activation_arg(activation: str) -> Optional[str]:
+    """The operators carry the activation as a string ("identity" for None)."""
+    return None if activation == "identity" else activation
+
+
+# ---- the backward formulas, over a dgrad and a wgrad (the operators' or the computations') -----
+
+def _linear_setup(ctx, inputs, output):
+    x, weight, bias = inputs
+    ctx.save_for_backward(x, weight)
+
+
+def _linear_backward_with(dgrad, wgrad):
+    def backward(ctx, dy):
+        x, weight = ctx.saved_tensors
+        needs_x, needs_weight, needs_bias = ctx.needs_input_grad
+        dx = dw = db = None
+        if needs_x:
+            dx, _ = dgrad(dy, weight, None, "identity", False)
+        if needs_weight or needs_bias:
+            # The wgrad's epilogue also sums dy over tokens (BGRADB).
+            dw, db = wgrad(x, dy, bool(needs_bias))
+        return dx, dw if needs_weight else None, db if needs_bias else None
+    return backward
+
+
+def _mlp_setup(ctx, inputs, output):
+    x, w1, b1, w2, b2, activation = inputs
+    _, h, pre = output
+    ctx.save_for_backward(x, w1, w2, h, pre)
+    ctx.activation = activation
+    # h and pre are saved activations, not results: no gradient flows into them, and none is
+    # materialized as zeros for them.
+    ctx.mark_non_differentiable(h, pre)
+    ctx.set_materialize_grads(False)
+
+
+def _mlp_backward_with(dgrad, wgrad):
+    def backward(ctx, dy, dh, dpre):
+        x, w1, w2, h, pre = ctx.saved_tensors
+        needs_x, needs_w1, needs_b1, needs_w2, needs_b2, _ = ctx.needs_input_grad
+        dx = dw1 = db1 = dw2 = db2 = None
+        if dy is None:
+            return dx, dw1, db1, dw2, db2, None
+        if needs_w2 or needs_b2:
+            # fc2's wgrad; its epilogue also sums dy over tokens (BGRADB).
+            dw2, db2 = wgrad(h, dy, bool(needs_b2))
+        if needs_x or needs_w1 or needs_b1:
+            if ctx.activation == "identity":
+                dpre, _ = dgrad(dy, w2, None, "identity", False)
+                if needs_w1 or needs_b1:
+                    dw1, db1 = wgrad(x, dpre, bool(needs_b1))
+            else:
+                # fc2's dgrad through the activation's gradient on fc1's saved pre-activation;
+                # its epilogue also gives fc1's bias gradient (DGELU_BGRAD).
+                dpre, db1 = dgrad(dy, w2, pre, ctx.activation, bool(needs_b1))
+                if needs_w1:
+                    dw1, _ = wgrad(x, dpre, False)
+            if needs_x:
+                dx, _ = dgrad(dpre, w1, None, "identity", False)
+        return (dx, dw1 if needs_w1 else None, db1 if needs_b1 else None,
+                dw2 if needs_w2 else None, db2 if needs_b2 else None, None)
+    return backward
+
+
+# ---- the custom operators (what torch.compile, export and FX see) --------------------------------
+
+_linear_op = torch.library.custom_op("epigemm::linear", _linear_impl, mutates_args=())
+_mlp_op = torch.library.custom_op("epigemm::mlp", _mlp_impl, mutates_args=())
+_linear_dgrad_op = torch.library.custom_op("epigemm::linear_dgrad", _linear_dgrad_impl, mutates_args=())
+_linear_wgrad_op = torch.library.custom_op("epigemm::linear_wgrad", _linear_wgrad_impl, mutates_args=())
+
+
+@_linear_op.register_fake
+def _(x, weight, bias):
+    return x.new_empty((x.shape[0], weight.shape[0]))
+
+
+@_mlp_op.register_fake
+def _(x, w1, b1, w2, b2, activation):
+    tokens, hidden = x.shape[0], w1.shape[0]
+    pre = x.new_empty((0,)) if _activation_arg(activation) is None else x.new_empty((tokens, hidden))
+    return x.new_empty((tokens, w2.shape[0])), x.new_empty((tokens, hidden)), pre
+
+
+@_linear_dgrad_op.register_fake
+def _(dy, weight, preact, activation, bias_grad):
+    in_features = weight.shape[1]
+    return (dy.new_empty((dy.shape[0], in_features)),
+            dy.new_empty((in_features,) if bias_grad else (0,)))
+
+
+@_linear_wgrad_op.register_fake
+def _(x, dy, bias_grad):
+    out_features = dy.shape[1]
+    return (x.new_empty((out_features, x.shape[1])),
+            x.new_empty((out_features,)) if bias_grad else dy.new_empty((0,)))
+
+
+_linear_op.register_autograd(_linear_backward_with(_linear_dgrad_op, _linear_wgrad_op),
+                             setup_context=_linear_setup)
+_mlp_op.register_autograd(_mlp_backward_with(_linear_dgrad_op, _linear_wgrad_op),
+                          setup_context=_mlp_setup)
+
+
+# ---- the eager path: the same computations and formulas in plain autograd Functions -------------
+# A custom operator's dispatch and autograd wrapper cost tens of microseconds per call in eager
+# mode (python/bench/bench_overhead.py); a plain Function around the same code costs a fraction.
+
+class _LinearFunction(torch.autograd.Function):
+    # forward takes ctx (no separate setup_context): Function.apply binds the arguments of a
+    # setup_context-style forward through inspect.signature, which costs more than the operators.
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        y = _linear_impl(x, weight, bias)
+        _linear_setup(ctx, (x, weight, bias), y)
+        return y
+
+    backward = staticmethod(_linear_backward_with(_linear_dgrad_impl, _linear_wgrad_impl))
+
+
+class _MLPFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w1, b1, w2, b2, activation):
+        output = _mlp_impl(x, w1, b1, w2, b2, activation)
+        _mlp_setup(ctx, (x, w1, b1, w2, b2, activation), output)
+        return output
+
+    backward = staticmethod(_mlp_backward_with(_linear_dgrad_impl, _linear_wgrad_impl))
+
+
+_PLAIN_TENSORS = (torch.Tensor, nn.Parameter)
+
+
+def _eager(*tensors) -> bool:
+    """Whether this call runs eagerly on plain tensors: not under torch.compile / export (which
+    must see the custom operators), not traced, no tensor subclass (fake, functional, DTensor)."""
+    if torch.compiler.is_compiling() or torch.jit.is_tracing():
+        return False
+    for t in tensors:
+        if t is not None and type(t) not in _PLAIN_TENSORS:
+            return False
+    return True
+
+
+# ---- functions and modules ----------------------------------------------------------------------
+
+def _check_activation(activation):
+    if activation not in _ACTIVATION_MODULES:
+        raise invalid(f"activation is {activation!r}; expected one of "
+                      f"{', '.join(map(repr, _ACTIVATION_MODULES))}")
+
+
+def _rows(x: Tensor, features: int, name: str) -> Tensor:
+    """x [..., features] as [tokens, features] (a view where the strides allow it)."""
+    if x.dim() == 0 or x.shape[-1] != features:
+        raise invalid(f"{name} has shape {tuple(x.shape)}; expected [..., {features}]")
+    return x if x.dim() == 2 else x.reshape(-1, features)
+
+
+def _unrows(y: Tensor, x: Tensor, features: int) -> Tensor:
+    """y [tokens, features] back to x's leading dimensions."""
+    return y if x.dim() == 2 else y.reshape(x.shape[:-1] + (features,))
+
+
+def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+    """F.linear on epigemm: x [..., in], weight [out, in], bias [out] -> [..., out]."""
+    rows = _rows(x, weight.shape[1], "x")
+    if _eager(rows, weight, bias):
+        y = _LinearFunction.apply(rows, weight, bias)
+    else:
+        y = torch.ops.epigemm.linear(rows, weight, bias)
+    return _unrows(y, x, weight.shape[0])
+
+
+def mlp(x: Tensor, w1: Tensor, b1: Optional[Tensor], w2: Tensor, b2: Optional[Tensor],
+        activation: Optional[str] = "gelu_tanh") -> Tensor:
+    """fc2(act(fc1(x))) on epigemm: x [..., in], w1 [hidden, in], w2 [out, hidden] -> [..., out]."""
+    _check_activation(activation)
+    rows = _rows(x, w1.shape[1], "x")
+    act = "identity" if activation is None else activation
+    if _eager(rows, w1, b1, w2, b2):
+        y, _, _ = _MLPFunction.apply(rows, w1, b1, w2, b2, act)
+    else:
+        y, _, _ = torch.ops.epigemm.mlp(rows, w1, b1, w2, b2, act)
+    return _unrows(y, x, w2.shape[0])
+
+
+class Linear(nn.Linear):
+    """nn.Linear computed by epigemm (same parameters, state_dict and initialization; any leading
+    batch dimensions; bias optional)."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return linear(input, self.weight, self.bias)
+
+
+class MLP(nn.Sequential):
+    """fc1 -> activation -> fc2, with the backward fused into the epilogues.
+
+    An nn.Sequential(Linear(in, hidden), activation module, Linear(hidden, out)): its state_dict
+    keys are those of nn.Sequential(nn.Linear, nn.GELU(approximate="tanh"), nn.Linear), i.e.
+    "0.weight", "0.bias", "2.weight", "2.bias", so either loads the other's state_dict. fc1 and
+    fc2 name the two layers. activation: "gelu_tanh" (default), "gelu_erf", "relu", "silu" or
+    None; the epigemm library computes gelu_tanh and None today, the others raise
+    epigemm.NotSupportedError when run."""
+
+    def __init__(self, in_features: int, hidden_features: int, out_features: Optional[int] = None,
+                 activation: Optional[str] = "gelu_tanh", bias: bool = True, device=None, dtype=None):
+        _check_activation(activation)
+        out_features = in_features if out_features is None else out_features
+        factory = {"device": device, "dtype": dtype}
+        super().__init__(Linear(in_features, hidden_features, bias, **factory),
+                         _ACTIVATION_MODULES[activation](),
+                         Linear(hidden_features, out_features, bias, **factory))
+        self.activation = activation
+
+    @property
+    def fc1(self) -> Linear:
+        return self[0]
+
+    @property
+    def fc2(self) -> Linear:
+        return self[2]
+
+    def forward(self, input: Tensor) -> Tensor:
+        fc1, fc2 = self[0], self[2]
+        return mlp(input, fc1.weight, fc1.bias, fc2.weight, fc2.bias, self.activation)
+
+    def extra_repr(self) -> str:
+        return f"activation={self.activation!r}"

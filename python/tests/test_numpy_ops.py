@@ -1,0 +1,384 @@
+"""The operations on NumPy arrays (host memory) against float64 computations of their definitions;
+bad arguments raise epigemm errors with the library's message and leave outputs untouched."""
+
+import importlib.metadata
+import pathlib
+import re
+import threading
+import zlib
+
+import numpy as np
+import pytest
+
+import epigemm
+import reference as ref
+
+try:
+    import ml_dtypes
+except ImportError:
+    ml_dtypes = None
+
+DTYPES = ["float32", "float16", "bfloat16"]
+# (tokens, in_features, out_features): small, odd, one token, a k of 1.
+SHAPES = [(5, 7, 3), (33, 17, 65), (1, 8, 4), (64, 1, 9)]
+
+
+def rng_for(*case):
+    """A generator seeded by the test case (the same numbers on every run)."""
+    return np.random.default_rng(zlib.crc32(repr(case).encode()))
+
+
+def np_dtype(name):
+    if name == "bfloat16":
+        if ml_dtypes is None:
+            pytest.skip("bfloat16 NumPy arrays need the ml_dtypes package (pip install ml_dtypes)")
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def random(rng, shape, dtype, scale=1.0):
+    """Values exactly representable in dtype (so the float64 reference sees the same inputs)."""
+    return (rng.standard_normal(shape) * scale).astype(np_dtype(dtype))
+
+
+def f64(a):
+    return np.asarray(a).astype(np.float64)
+
+
+def assert_within(got, want, bound, what):
+    err = np.abs(f64(got) - want)
+    worst = np.unravel_index(np.argmax(err - bound), err.shape) if err.size else ()
+    assert np.all(err <= bound), (f"{what}: error {err[worst]:.3g} above bound {bound[worst]:.3g} at "
+                                  f"{worst} (got {f64(got)[worst]}, want {want[worst]})")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("activation", [None, "gelu_tanh"])
+def test_linear_fprop(dtype, shape, with_bias, activation):
+    tokens, in_f, out_f = shape
+    rng = rng_for(dtype, shape, with_bias, activation)
+    X, W = random(rng, (tokens, in_f), dtype), random(rng, (out_f, in_f), dtype)
+    b = random(rng, (out_f,), dtype) if with_bias else None
+    result = epigemm.linear_fprop(X, W, b, activation=activation)
+    y_want, pre_want = ref.fprop(f64(X), f64(W), None if b is None else f64(b), activation)
+    magnitude = np.abs(f64(X)) @ np.abs(f64(W)).T + (0.0 if b is None else np.abs(f64(b)))
+    bound = ref.product_bound(dtype, in_f, magnitude)
+    if activation is None:
+        Y = result
+    else:
+        Y, P = result
+        assert P.shape == (tokens, out_f) and P.dtype == X.dtype
+        assert_within(P, pre_want, bound, "pre-activation")
+    assert isinstance(Y, np.ndarray) and Y.shape == (tokens, out_f) and Y.dtype == X.dtype
+    # |gelu_tanh'| <= 1.13: the pre-activation's error passes through at most that amplified.
+    assert_within(Y, y_want, 1.13 * bound, "Y")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("activation,with_bias_grad", [(None, False), ("gelu_tanh", False), ("gelu_tanh", True)])
+def test_linear_dgrad(dtype, shape, activation, with_bias_grad):
+    tokens, in_f, out_f = shape
+    rng = rng_for(dtype, shape, activation, with_bias_grad)
+    dY, W = random(rng, (tokens, out_f), dtype), random(rng, (out_f, in_f), dtype)
+    pre = random(rng, (tokens, in_f), dtype, scale=2.0) if activation else None
+    result = epigemm.linear_dgrad(dY, W, preact=pre, activation=activation, bias_grad=with_bias_grad)
+    dx_want, bg_want = ref.dgrad(f64(dY), f64(W), None if pre is None else f64(pre), activation)
+    gelu_grad = np.abs(ref.gelu_tanh_grad(f64(pre))) if activation else 1.0
+    magnitude = (np.abs(f64(dY)) @ np.abs(f64(W))) * gelu_grad
+    bound = ref.product_bound(dtype, out_f, magnitude)
+    dX = result[0] if with_bias_grad else result
+    assert dX.shape == (tokens, in_f) and dX.dtype == dY.dtype
+    assert_within(dX, dx_want, bound, "dX")
+    if with_bias_grad:
+        bg = result[1]
+        assert bg.shape == (in_f,)
+        # The sum of the unrounded g: each term within its fp32 bound, then tokens more
+        # additions and one rounding to the output dtype.
+        bg_bound = (ref.product_bound("float32", out_f, magnitude).sum(axis=0)
+                    + ref.product_bound(dtype, tokens, np.abs(dx_want).sum(axis=0)))
+        assert_within(bg, bg_want, bg_bound, "bias gradient")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("with_bias_grad", [True, False])
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_linear_wgrad(dtype, shape, with_bias_grad, accumulate):
+    tokens, in_f, out_f = shape
+    rng = rng_for(dtype, shape, with_bias_grad, accumulate)
+    X, dY = random(rng, (tokens, in_f), dtype), random(rng, (tokens, out_f), dtype)
+    out = random(rng, (out_f, in_f), dtype) if accumulate else None
+    dw_old = f64(out) if accumulate else 0.0
+    result = epigemm.linear_wgrad(X, dY, out=out, accumulate=accumulate, bias_grad=with_bias_grad)
+    dw_want, bg_want = ref.wgrad(f64(X), f64(dY))
+    dw_want = dw_want + dw_old
+    magnitude = np.abs(f64(dY)).T @ np.abs(f64(X)) + np.abs(dw_old)
+    dW = result[0] if with_bias_grad else result
+    assert dW.shape == (out_f, in_f)
+    if accumulate:
+        assert dW is out
+    assert_within(dW, dw_want, ref.product_bound(dtype, tokens + 1, magnitude), "dW")
+    if with_bias_grad:
+        assert_within(result[1], bg_want, ref.product_bound(dtype, tokens, np.abs(f64(dY)).sum(axis=0)),
+                      "bias gradient")
+
+
+def epilogue_reference(ep, acc, bias, aux):
+    """(D, aux written, bias gradient) in GEMM coordinates (gemm_m x gemm_n), float64."""
+    if ep == "default":
+        return acc, None, None
+    if ep == "bias":
+        return acc + bias[:, None], None, None
+    if ep == "gelu_aux":
+        return ref.gelu_tanh(acc), acc, None
+    if ep == "gelu_aux_bias":
+        z = acc + bias[:, None]
+        return ref.gelu_tanh(z), z, None
+    if ep == "dgelu":
+        return acc * ref.gelu_tanh_grad(aux), None, None
+    if ep == "dgelu_bgrad":
+        g = acc * ref.gelu_tanh_grad(aux)
+        return g, None, g.sum(axis=1)
+    raise AssertionError(ep)
+
+
+@pytest.mark.parametrize("ep", ["default", "bias", "gelu_aux", "gelu_aux_bias", "dgelu", "dgelu_bgrad", "bgradb"])
+@pytest.mark.parametrize("transa,transb", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_gemm_epilogues(ep, transa, transb, dtype):
+    gemm_m, gemm_n, gemm_k = 13, 6, 21
+    rng = rng_for(ep, transa, transb, dtype)
+    # A row-major [r, c] array is the column-major c x r matrix: A stored gemm_m x gemm_k (N) or
+    # gemm_k x gemm_m (T) is the row-major array of the reverse shape.
+    A = random(rng, (gemm_m, gemm_k) if transa else (gemm_k, gemm_m), dtype)
+    B = random(rng, (gemm_k, gemm_n) if transb else (gemm_n, gemm_k), dtype)
+    matrix_a, matrix_b = f64(A).T, f64(B).T
+    op_a = matrix_a.T if transa else matrix_a
+    op_b = matrix_b.T if transb else matrix_b
+    acc = op_a @ op_b
+    bias = random(rng, (gemm_m,), dtype) if ep in ("bias", "gelu_aux_bias") else None
+    aux_in = random(rng, (gemm_n, gemm_m), dtype, 2.0) if ep in ("dgelu", "dgelu_bgrad") else None
+    result = epigemm.gemm(A, B, transa="T" if transa else "N", transb=transb, epilogue=ep,
+                          bias=bias, aux=aux_in)
+    magnitude = np.abs(op_a) @ np.abs(op_b) + (0.0 if bias is None else np.abs(f64(bias))[:, None])
+    bound = 1.13 * ref.product_bound(dtype, gemm_k, magnitude)
+    if ep == "bgradb":
+        D, bg = result
+        assert_within(D.T, acc, bound, "D")
+        assert_within(bg, op_b.sum(axis=0), ref.product_bound(dtype, gemm_k, np.abs(op_b).sum(axis=0)),
+                      "bias gradient")
+        return
+    d_want, aux_want, bg_want = epilogue_reference(ep, acc, None if bias is None else f64(bias),
+                                                   None if aux_in is None else f64(aux_in).T)
+    if aux_want is not None:
+        D, aux = result
+        assert aux.shape == (gemm_n, gemm_m)
+        assert_within(aux.T, aux_want, bound, "aux")
+    elif bg_want is not None:
+        D, bg = result
+        if aux_in is not None:
+            magnitude = magnitude * np.abs(ref.gelu_tanh_grad(f64(aux_in).T))
+        assert_within(bg, bg_want, ref.product_bound(dtype, gemm_k + gemm_n, magnitude.sum(axis=1)),
+                      "bias gradient")
+    else:
+        D = result
+    assert D.shape == (gemm_n, gemm_m)
+    if aux_in is not None:
+        bound = ref.product_bound(dtype, gemm_k, magnitude)
+    assert_within(D.T, d_want, bound, "D")
+
+
+def test_gemm_is_the_layer_mapping():
+    """Y [tokens, out] = X W^T + b is gemm(W, X, transa=T) with the BIAS epilogue (conventions.md)."""
+    rng = np.random.default_rng(1)
+    X, W, b = random(rng, (9, 5), "float32"), random(rng, (4, 5), "float32"), random(rng, (4,), "float32")
+    np.testing.assert_array_equal(epigemm.gemm(W, X, transa=True, epilogue=epigemm.Epilogue.BIAS, bias=b),
+                                  epigemm.linear_fprop(X, W, b))
+
+
+def test_gemm_alpha_beta_read_d():
+    rng = np.random.default_rng(2)
+    A, B = random(rng, (6, 4), "float32"), random(rng, (3, 6), "float32")
+    D = random(rng, (3, 4), "float32")
+    want = 0.5 * (f64(A).T @ f64(B).T).T + 2.0 * f64(D)
+    got = epigemm.gemm(A, B, D, alpha=0.5, beta=2.0)
+    assert got is D
+    assert_within(D, want, ref.product_bound("float32", 8, np.abs(want) + 1.0), "D")
+
+
+def test_leading_dims_and_one_dimensional_input():
+    rng = np.random.default_rng(3)
+    X, W, b = random(rng, (2, 3, 8), "float32"), random(rng, (5, 8), "float32"), random(rng, (5,), "float32")
+    Y = epigemm.linear_fprop(X, W, b)
+    assert Y.shape == (2, 3, 5)
+    np.testing.assert_array_equal(Y.reshape(6, 5), epigemm.linear_fprop(X.reshape(6, 8), W, b))
+    y1 = epigemm.linear_fprop(X[0, 0], W, b)
+    assert y1.shape == (5,)
+    # One token is another GEMM shape for the BLAS (another blocking, other roundings).
+    np.testing.assert_allclose(y1, Y[0, 0], rtol=1e-6, atol=1e-6)
+
+
+def test_row_strided_arrays_run_without_a_copy():
+    """A view of every other row (row stride 2 x cols) is a valid row-major tensor."""
+    rng = np.random.default_rng(4)
+    big = random(rng, (10, 8), "float32")
+    X = big[::2]
+    W = random(rng, (3, 8), "float32")
+    out = np.zeros((10, 3), np.float32)[::2]
+    epigemm.linear_fprop(X, W, out=out)
+    np.testing.assert_array_equal(out, epigemm.linear_fprop(np.ascontiguousarray(X), W))
+
+
+def test_out_is_written_in_place():
+    rng = np.random.default_rng(5)
+    X, W = random(rng, (4, 6), "float32"), random(rng, (3, 6), "float32")
+    out, pre = np.empty((4, 3), np.float32), np.empty((4, 3), np.float32)
+    y, p = epigemm.linear_fprop(X, W, activation="gelu_tanh", out=out, preact_out=pre)
+    assert y is out and p is pre
+    assert epigemm.linear_fprop(X, W, activation="gelu_tanh", save_preact=False).shape == (4, 3)
+
+
+def sentinel(shape, dtype=np.float32):
+    return np.full(shape, 7.25, dtype)
+
+
+def expect_error(cls, pattern, call, *outputs):
+    before = [o.copy() for o in outputs]
+    with pytest.raises(cls, match=pattern) as info:
+        call()
+    for o, b in zip(outputs, before):
+        np.testing.assert_array_equal(o, b)  # outputs untouched
+    assert isinstance(info.value, epigemm.Error) and info.value.message == str(info.value)
+    return info.value
+
+
+def test_wrong_shapes_raise_the_library_message():
+    rng = np.random.default_rng(6)
+    X, W = random(rng, (5, 7), "float32"), random(rng, (3, 6), "float32")
+    out = sentinel((5, 3))
+    e = expect_error(epigemm.InvalidValueError, "W has 6 columns.*in_features = 7",
+                     lambda: epigemm.linear_fprop(X, W, out=out), out)
+    assert e.status == 1 and isinstance(e, ValueError)
+    W = random(rng, (3, 7), "float32")
+    bias = random(rng, (4,), "float32")
+    expect_error(epigemm.InvalidValueError, "bias has 4 elements",
+                 lambda: epigemm.linear_fprop(X, W, bias, out=out), out)
+    out_bad = sentinel((5, 4))
+    expect_error(epigemm.InvalidValueError, "Y has 4 columns; fprop needs out_features = 3",
+                 lambda: epigemm.linear_fprop(X, W, out=out_bad), out_bad)
+    dY, dX, g = random(rng, (5, 3), "float32"), sentinel((5, 7)), sentinel((6,))
+    expect_error(epigemm.InvalidValueError, "bias_grad has 6 elements",
+                 lambda: epigemm.linear_dgrad(dY, W, preact=random(rng, (5, 7), "float32"),
+                                              activation="gelu_tanh", bias_grad=g, out=dX), dX, g)
+
+
+def test_wrong_dtypes():
+    X = np.ones((4, 6))  # float64
+    W = np.ones((3, 6), np.float32)
+    out = sentinel((4, 3))
+    expect_error(epigemm.InvalidValueError, "X has dtype float64; expected float32, float16 or bfloat16",
+                 lambda: epigemm.linear_fprop(X, W, out=out), out)
+    expect_error(epigemm.InvalidValueError, "W",
+                 lambda: epigemm.linear_fprop(X.astype(np.float32), W.astype(np.float16), out=out), out)
+    expect_error(epigemm.InvalidValueError, "int",
+                 lambda: epigemm.linear_fprop(X.astype(np.float32), W.astype(np.int32), out=out), out)
+
+
+def test_non_contiguous_arrays():
+    rng = np.random.default_rng(7)
+    X, W = random(rng, (6, 4), "float32"), random(rng, (3, 4), "float32")
+    out = sentinel((4, 3))
+    expect_error(epigemm.InvalidValueError, "X has shape \\(4, 6\\) and strides \\(1, 4\\).*unit stride",
+                 lambda: epigemm.linear_fprop(X.T, random(rng, (3, 6), "float32"), out=out), out)
+    expect_error(epigemm.InvalidValueError, "W has shape \\(3, 2\\) and strides \\(4, 2\\)",
+                 lambda: epigemm.linear_fprop(X[:, :2], W[:, ::2], out=sentinel((6, 3))))
+    X3 = random(rng, (2, 4, 4), "float32")[:, ::2]  # strides (16, 8, 1): rows 8 apart, flattened
+    assert epigemm.linear_fprop(X3, W).shape == (2, 2, 3)
+    X3 = random(rng, (4, 2, 4), "float32").transpose(1, 0, 2)  # rows of 4 at strides (4, 8)
+    expect_error(epigemm.InvalidValueError, "cannot be flattened", lambda: epigemm.linear_fprop(X3, W))
+    b = random(rng, (6,), "float32")[::2]
+    expect_error(epigemm.InvalidValueError, "bias has stride 2",
+                 lambda: epigemm.linear_fprop(X, W, b, out=sentinel((6, 3))))
+
+
+def test_read_only_output_is_refused():
+    rng = np.random.default_rng(8)
+    X, W = random(rng, (3, 4), "float32"), random(rng, (2, 4), "float32")
+    out = sentinel((3, 2))
+    out.flags.writeable = False
+    expect_error(epigemm.InvalidValueError, "out is a read-only array", lambda: epigemm.linear_fprop(X, W, out=out))
+
+
+def test_activations_the_library_does_not_compute_yet():
+    X, W = np.ones((3, 4), np.float32), np.ones((2, 4), np.float32)
+    for activation in ("gelu_erf", "relu", "silu"):
+        with pytest.raises(epigemm.NotSupportedError, match=f"activation {activation} is not computed") as info:
+            epigemm.linear_fprop(X, W, activation=activation)
+        assert isinstance(info.value, NotImplementedError)
+    with pytest.raises(epigemm.InvalidValueError, match="activation is 'tanh'"):
+        epigemm.linear_fprop(X, W, activation="tanh")
+    with pytest.raises(epigemm.InvalidValueError, match="preact is missing with activation gelu_tanh"):
+        epigemm.linear_dgrad(np.ones((3, 2), np.float32), np.ones((2, 4), np.float32), activation="gelu_tanh")
+
+
+def test_backend_choice_and_last_backend():
+    X, W = np.ones((3, 4), np.float32), np.ones((2, 4), np.float32)
+    epigemm.linear_fprop(X, W, backend="reference")
+    name, reason = epigemm.last_backend()
+    assert name == "reference" and reason == "requested: reference"
+    epigemm.linear_fprop(X, W)
+    name, reason = epigemm.last_backend()
+    assert name in ("cpu", "reference") and reason.startswith("auto: ")
+    assert epigemm.backend_usable("reference") and epigemm.backend_compiled("reference")
+    assert epigemm.last_backend() == (name, reason)  # the queries are not calls
+    if not epigemm.backend_usable("cuda"):
+        out = sentinel((3, 2))
+        expect_error(epigemm.NotSupportedError, "backend cuda",
+                     lambda: epigemm.linear_fprop(X, W, out=out, backend="cuda"), out)
+    with pytest.raises(epigemm.InvalidValueError, match="backend is 'gpu'"):
+        epigemm.linear_fprop(X, W, backend="gpu")
+
+
+def test_accumulate_needs_out_and_beta_needs_d():
+    X = np.ones((3, 4), np.float32)
+    with pytest.raises(epigemm.InvalidValueError, match="accumulate=True without out"):
+        epigemm.linear_wgrad(X, np.ones((3, 2), np.float32), accumulate=True)
+    with pytest.raises(epigemm.InvalidValueError, match="beta is 1.0 without D"):
+        epigemm.gemm(X, X, transb=True, beta=1.0)
+
+
+def test_each_thread_has_its_own_context():
+    rng = np.random.default_rng(9)
+    X, W = random(rng, (64, 32), "float32"), random(rng, (16, 32), "float32")
+    want = epigemm.linear_fprop(X, W)
+    results, errors = [], []
+
+    def work():
+        try:
+            for _ in range(20):
+                results.append(epigemm.linear_fprop(X, W))
+            try:
+                epigemm.linear_fprop(X, W[:, :5].copy())
+            except epigemm.InvalidValueError as e:
+                errors.append(str(e))
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 80 and all(np.array_equal(r, want) for r in results)
+    assert errors == ["W has 5 columns; fprop needs in_features = 32 (the columns of X)"] * 4
+
+
+def test_version_is_the_header_version():
+    header = pathlib.Path(__file__).resolve().parents[2] / "include" / "epigemm" / "epigemm.h"
+    parts = [re.search(rf"#define EPIGEMM_VERSION_{p} (\d+)", header.read_text()).group(1)
+             for p in ("MAJOR", "MINOR", "PATCH")]
+    assert epigemm.__version__ == ".".join(parts)
+    assert importlib.metadata.version("epigemm") == epigemm.__version__

@@ -1,0 +1,299 @@
+"""epigemm.torch (Linear, MLP, the custom operators) and the operations on PyTorch tensors, on the
+CPU and, where there is one, a CUDA GPU. Each result and gradient is compared with a float64
+computation, and epigemm's error with PyTorch's own in the same dtype."""
+
+import copy
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch)")
+
+import epigemm  # noqa: E402
+import epigemm.torch as et  # noqa: E402
+import reference as ref  # noqa: E402
+
+HAS_CUDA = torch.cuda.is_available() and epigemm.with_cuda
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not HAS_CUDA, reason="no CUDA GPU (or epigemm built without CUDA)"))]
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+UNIT = {torch.float32: 2.0 ** -24, torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
+
+
+def cuda_only():
+    if not HAS_CUDA:
+        pytest.skip("no CUDA GPU (or epigemm built without CUDA)")
+
+
+def errors(results, reference):
+    return [(r.double().cpu() - want).abs().max().item() for r, want in zip(results, reference)]
+
+
+def assert_no_worse(name, ours, theirs, reference, dtype):
+    """epigemm's error against float64 at most twice PyTorch's in the same dtype (the two round
+    at different points), plus one rounding of the largest value."""
+    for what, e_ours, e_theirs, want in zip(name, errors(ours, reference), errors(theirs, reference), reference):
+        floor = UNIT[dtype] * want.abs().max().item()
+        assert e_ours <= 2.0 * e_theirs + floor, (
+            f"{what}: epigemm's error {e_ours:.3g} vs PyTorch's {e_theirs:.3g} (floor {floor:.3g})")
+
+
+def forward_backward(module, x, grad):
+    x = x.detach().clone().requires_grad_()
+    y = module(x)
+    y.backward(grad)
+    return [y.detach(), x.grad] + [p.grad for p in module.parameters()]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("lead,in_f,out_f", [((3, 5), 17, 33), ((64,), 64, 48), ((), 9, 7)])
+def test_linear_matches_nn_linear(device, dtype, bias, lead, in_f, out_f):
+    torch.manual_seed(0)
+    ours = et.Linear(in_f, out_f, bias=bias, device=device, dtype=dtype)
+    theirs = torch.nn.Linear(in_f, out_f, bias=bias, device=device, dtype=dtype)
+    theirs.load_state_dict(ours.state_dict())
+    exact = torch.nn.Linear(in_f, out_f, bias=bias, dtype=torch.float64)
+    exact.load_state_dict({k: v.double().cpu() for k, v in ours.state_dict().items()})
+    x = torch.randn(*lead, in_f, device=device).to(dtype)
+    grad = torch.randn(*lead, out_f, device=device).to(dtype)
+    got = forward_backward(ours, x, grad)
+    want = forward_backward(exact, x.double().cpu(), grad.double().cpu())
+    names = ["y", "dx", "dW"] + (["db"] if bias else [])
+    assert [tuple(g.shape) for g in got] == [tuple(w.shape) for w in want]
+    assert all(g.dtype == dtype and g.device.type == device for g in got)
+    assert_no_worse(names, got, forward_backward(theirs, x, grad), want, dtype)
+
+
+def reference_mlp(in_f, hidden, out_f, bias, dtype, device):
+    return torch.nn.Sequential(torch.nn.Linear(in_f, hidden, bias=bias), torch.nn.GELU(approximate="tanh"),
+                               torch.nn.Linear(hidden, out_f, bias=bias)).to(device=device, dtype=dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("lead,in_f,hidden,out_f", [((2, 7), 24, 40, None), ((33,), 17, 65, 9)])
+def test_mlp_matches_nn_sequential(device, dtype, bias, lead, in_f, hidden, out_f):
+    torch.manual_seed(1)
+    ours = et.MLP(in_f, hidden, out_f, bias=bias, device=device, dtype=dtype)
+    out_f = in_f if out_f is None else out_f
+    theirs = reference_mlp(in_f, hidden, out_f, bias, dtype, device)
+    theirs.load_state_dict(ours.state_dict())  # the same keys: 0.weight, 0.bias, 2.weight, 2.bias
+    exact = reference_mlp(in_f, hidden, out_f, bias, torch.float64, "cpu")
+    exact.load_state_dict(ours.state_dict())
+    # Inputs large enough that the GELU's curved part matters.
+    x = (2 * torch.randn(*lead, in_f, device=device)).to(dtype)
+    grad = torch.randn(*lead, out_f, device=device).to(dtype)
+    got = forward_backward(ours, x, grad)
+    want = forward_backward(exact, x.double().cpu(), grad.double().cpu())
+    names = ["y", "dx"] + (["dW1", "db1", "dW2", "db2"] if bias else ["dW1", "dW2"])
+    assert_no_worse(names, got, forward_backward(theirs, x, grad), want, dtype)
+
+
+def test_state_dicts_load_both_ways():
+    ours = et.MLP(8, 16)
+    theirs = reference_mlp(8, 16, 8, True, torch.float32, "cpu")
+    assert list(ours.state_dict()) == list(theirs.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    ours.load_state_dict(theirs.state_dict())
+    assert torch.equal(ours.fc1.weight, theirs[0].weight) and torch.equal(ours.fc2.bias, theirs[2].bias)
+    theirs.load_state_dict(et.MLP(8, 16).state_dict())
+    assert isinstance(ours.fc1, torch.nn.Linear) and isinstance(ours[1], torch.nn.GELU)
+    linear = et.Linear(5, 3)
+    assert list(linear.state_dict()) == ["weight", "bias"]
+
+
+def test_mlp_without_activation_and_inputs_without_grad():
+    torch.manual_seed(2)
+    ours = et.MLP(6, 10, 4, activation=None)
+    exact = torch.nn.Sequential(torch.nn.Linear(6, 10), torch.nn.Identity(), torch.nn.Linear(10, 4)).double()
+    exact.load_state_dict(ours.state_dict())
+    x, grad = torch.randn(5, 6), torch.randn(5, 4)
+    got, want = forward_backward(ours, x, grad), forward_backward(exact, x.double(), grad.double())
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.double(), w, rtol=1e-5, atol=1e-5)
+    # Only the second layer trains: no gradient for the rest, and none computed for x.
+    ours = et.MLP(6, 10, 4)
+    ours.fc1.requires_grad_(False)
+    ours(torch.randn(5, 6)).sum().backward()
+    assert ours.fc1.weight.grad is None and ours.fc2.weight.grad is not None
+
+
+def test_non_contiguous_inputs_are_made_contiguous():
+    torch.manual_seed(3)
+    ours = et.MLP(8, 12)
+    x = torch.randn(8, 5).t()  # [5, 8], strides (1, 5)
+    torch.testing.assert_close(ours(x), ours(x.contiguous()))
+    weight_t = torch.randn(8, 12).t()  # a transposed (tied) weight
+    torch.testing.assert_close(et.linear(x, weight_t), et.linear(x.contiguous(), weight_t.contiguous()))
+
+
+def test_activations_not_computed_yet_raise():
+    m = et.MLP(4, 8, activation="relu")
+    assert isinstance(m[1], torch.nn.ReLU)
+    with pytest.raises(epigemm.NotSupportedError, match="activation relu is not computed"):
+        m(torch.randn(2, 4))
+    with pytest.raises(epigemm.InvalidValueError, match="activation is 'tanh'"):
+        et.MLP(4, 8, activation="tanh")
+
+
+def test_float64_is_refused_with_the_dtype():
+    with pytest.raises(epigemm.InvalidValueError, match="has dtype torch.float64; expected float32"):
+        et.Linear(4, 3).double()(torch.randn(2, 4, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_ops_on_torch_tensors(device):
+    torch.manual_seed(4)
+    X = torch.randn(7, 12, device=device)
+    W = torch.randn(5, 12, device=device)
+    b = torch.randn(5, device=device)
+    Y, pre = epigemm.linear_fprop(X, W, b, activation="gelu_tanh")
+    assert isinstance(Y, torch.Tensor) and Y.device == X.device and Y.dtype == X.dtype
+    y_want, pre_want = ref.fprop(X.double().cpu().numpy(), W.double().cpu().numpy(), b.double().cpu().numpy(),
+                                 "gelu_tanh")
+    np.testing.assert_allclose(pre.cpu().numpy(), pre_want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(Y.cpu().numpy(), y_want, rtol=1e-5, atol=1e-5)
+    name, reason = epigemm.last_backend()
+    assert name in (("cpu", "reference") if device == "cpu" else ("cuda", "cublaslt")) and reason
+    out = torch.full((7, 5), 3.0, device=device)
+    with pytest.raises(epigemm.InvalidValueError, match="W has 11 columns"):
+        epigemm.linear_fprop(X, W[:, :11], out=out)
+    assert torch.all(out == 3.0)
+
+
+def test_operands_on_two_devices_are_refused():
+    cuda_only()
+    X = torch.randn(4, 8, device="cuda")
+    with pytest.raises(epigemm.InvalidValueError, match="W is in host memory; expected CUDA device 0"):
+        epigemm.linear_fprop(X, torch.randn(3, 8))
+
+
+def test_device_call_runs_on_the_current_stream():
+    cuda_only()
+    torch.manual_seed(5)
+    X = torch.randn(256, 512, device="cuda", dtype=torch.bfloat16)
+    W = torch.randn(1024, 512, device="cuda", dtype=torch.bfloat16)
+    want = epigemm.linear_fprop(X, W)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        got = epigemm.linear_fprop(X, W)
+        got2 = epigemm.linear_fprop(X, W, stream=side)
+    torch.cuda.current_stream().wait_stream(side)
+    # A stream passed explicitly while another one is current (its workspace allocated on it).
+    other = torch.cuda.Stream()
+    other.wait_stream(torch.cuda.current_stream())
+    got3 = epigemm.linear_fprop(X, W, stream=other)
+    torch.cuda.current_stream().wait_stream(other)
+    torch.cuda.synchronize()
+    assert torch.equal(got, want) and torch.equal(got2, want) and torch.equal(got3, want)
+
+
+def compile_backend():
+    # Inductor compiles C++ on the CPU (tens of seconds); aot_eager traces the same forward and
+    # backward graphs through the operators' fake implementations.
+    return "inductor" if HAS_CUDA else "aot_eager"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_compile_has_no_graph_break_and_matches(device):
+    torch.manual_seed(6)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    model = torch.nn.Sequential(et.MLP(32, 64), torch.nn.LayerNorm(32), et.Linear(32, 16)).to(device, dtype)
+    x = torch.randn(4, 9, 32, device=device, dtype=dtype)
+
+    def loss_of(x):
+        return model(x).float().square().mean()
+
+    explanation = torch._dynamo.explain(loss_of)(x)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    compiled = torch.compile(loss_of, backend=compile_backend())
+    loss = compiled(x)
+    loss.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    eager = loss_of(x)
+    eager.backward()
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(loss, eager, rtol=tol, atol=tol)
+    for g, p in zip(grads, model.parameters()):
+        torch.testing.assert_close(g, p.grad, rtol=tol, atol=tol)
+
+
+def test_cuda_graph_captures_a_training_step():
+    cuda_only()
+    torch.manual_seed(7)
+    model = et.MLP(256, 1024).cuda().to(torch.bfloat16)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    static_x = torch.randn(512, 256, device="cuda", dtype=torch.bfloat16)
+
+    def step():
+        loss = model(static_x).float().square().mean()
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):  # warm-up: contexts, workspaces, cuBLAS plans
+            optimizer.zero_grad(set_to_none=False)
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    optimizer.zero_grad(set_to_none=False)
+    with torch.cuda.graph(graph):
+        static_loss = step()
+    static_x.copy_(torch.randn_like(static_x))
+    before = copy.deepcopy(model)
+    optimizer.zero_grad(set_to_none=False)
+    graph.replay()
+    torch.cuda.synchronize()
+    # The same step run eagerly from the same parameters gives the same loss and gradients.
+    loss = before(static_x).float().square().mean()
+    loss.backward()
+    torch.testing.assert_close(static_loss, loss, rtol=0, atol=0)
+    for p_graph, p_eager in zip(model.parameters(), before.parameters()):
+        torch.testing.assert_close(p_graph.grad, p_eager.grad, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_custom_operators_pass_opcheck(device):
+    """Schema, fake implementations and autograd registration, checked by torch.library.opcheck."""
+    torch.manual_seed(8)
+
+    def t(*shape, grad=True):
+        return torch.randn(*shape, device=device).requires_grad_(grad)
+
+    cases = [
+        (torch.ops.epigemm.linear.default, (t(6, 5), t(4, 5), t(4))),
+        (torch.ops.epigemm.linear.default, (t(6, 5), t(4, 5), None)),
+        (torch.ops.epigemm.mlp.default, (t(6, 5), t(8, 5), t(8), t(3, 8), t(3), "gelu_tanh")),
+        (torch.ops.epigemm.mlp.default, (t(6, 5), t(8, 5), None, t(3, 8), None, "identity")),
+        (torch.ops.epigemm.linear_dgrad.default, (t(6, 4, grad=False), t(4, 5, grad=False),
+                                                  t(6, 5, grad=False), "gelu_tanh", True)),
+        (torch.ops.epigemm.linear_wgrad.default, (t(6, 5, grad=False), t(6, 4, grad=False), True)),
+    ]
+    for op, args in cases:
+        torch.library.opcheck(op, args)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_eager_functions_and_operators_agree_bitwise(device):
+    """Eager calls on plain tensors take the autograd Functions; the operators (what compile sees)
+    run the same computations and formulas."""
+    torch.manual_seed(9)
+    model = et.MLP(12, 20, 7, device=device)
+    x = torch.randn(9, 12, device=device)
+    grad = torch.randn(9, 7, device=device)
+    eager = forward_backward(model, x, grad)
+    model.zero_grad()
+    xo = x.clone().requires_grad_()
+    fc1, fc2 = model.fc1, model.fc2
+    y, _, _ = torch.ops.epigemm.mlp(xo, fc1.weight, fc1.bias, fc2.weight, fc2.bias, "gelu_tanh")
+    y.backward(grad)
+    through_operators = [y.detach(), xo.grad] + [p.grad for p in model.parameters()]
+    for a, b in zip(eager, through_operators):
+        assert torch.equal(a, b)
