@@ -17,19 +17,29 @@ BACKENDS = dict(_c.BACKENDS)
 
 class Epilogue(enum.IntEnum):
     """The epilogues of gemm() (docs/conventions.md, "Epilogues"); gemm also takes their names
-    as strings, in any case ("dgelu_bgrad")."""
+    as strings, in any case ("dgelu_bgrad"). The GELU names are the ACT ones with the activation
+    gelu_tanh (gemm's default activation)."""
 
     DEFAULT = 0
     BIAS = 1
+    ACT_AUX = 2
+    ACT_AUX_BIAS = 3
+    DACT = 4
+    DACT_BGRAD = 5
+    BGRADB = 6
+    BGRADA = 7
+    ACT = 8
+    ACT_BIAS = 9
     GELU_AUX = 2
     GELU_AUX_BIAS = 3
     DGELU = 4
     DGELU_BGRAD = 5
-    BGRADB = 6
 
 
-_EPILOGUES = {e.name.lower(): e for e in Epilogue}
-_WRITES_AUX = (Epilogue.GELU_AUX, Epilogue.GELU_AUX_BIAS)
+_EPILOGUES = {name.lower(): e for name, e in Epilogue.__members__.items()}
+_WRITES_AUX = (Epilogue.ACT_AUX, Epilogue.ACT_AUX_BIAS)
+# Epilogues with a bias gradient, and whether its length is gemm_m (else gemm_n).
+_BIAS_GRAD_OVER_M = {Epilogue.DACT_BGRAD: True, Epilogue.BGRADA: True, Epilogue.BGRADB: False}
 
 
 class _ThreadState(threading.local):
@@ -146,7 +156,8 @@ def linear_fprop(X, W, bias=None, *, activation=None, save_preact=True, out=None
     if out is None:
         out = lib.empty_like_rows(X, _rows_shape(X, _dim(W, 0)))
     if act:
-        if preact_out is None:
+        # Without save_preact and preact_out the pre-activation is not written at all (ACT_BIAS).
+        if preact_out is None and save_preact:
             preact_out = lib.empty_like_rows(X, _rows_shape(X, _dim(W, 0)))
     elif preact_out is not None:
         raise invalid("preact_out is given with activation None; expected no pre-activation output")
@@ -154,7 +165,7 @@ def linear_fprop(X, W, bias=None, *, activation=None, save_preact=True, out=None
     ctx = _context(device)
     _run(ctx, ctx.linear_fprop, lib, device, stream,
          (X, W, bias, preact_out, out, act, _backend_code(backend), allow_tf32, stream))
-    if act and save_preact:
+    if act and preact_out is not None:
         return out, preact_out
     return out
 
@@ -219,16 +230,18 @@ def _flag(value, name):
 
 
 def gemm(A, B, D=None, *, transa=False, transb=False, alpha=1.0, beta=0.0, epilogue="default",
-         bias=None, aux=None, bias_grad=None, allow_tf32=False, backend="auto", stream=None):
+         activation="gelu_tanh", bias=None, aux=None, bias_grad=None, allow_tf32=False,
+         backend="auto", stream=None):
     """D (gemm_m x gemm_n) = epilogue(alpha op(A) op(B) + beta D), in GEMM coordinates.
 
     Column-major semantics, as the C API: a row-major array of shape [r, c] is the column-major
     c x r matrix (leading dimension its row stride). So for row-major X [tokens, in] and
     W [out, in], Y [tokens, out] = X W^T is gemm(W, X, transa=True). transa / transb are bools
-    or 'N' / 'T'; epilogue an Epilogue or its name. Outputs not given are allocated (as A):
-    D (needs beta == 0), aux for GELU_AUX / GELU_AUX_BIAS, bias_grad for DGELU_BGRAD / BGRADB.
-    Returns D, or (D, aux) for GELU_AUX / GELU_AUX_BIAS, or (D, bias_grad) for DGELU_BGRAD /
-    BGRADB."""
+    or 'N' / 'T'; epilogue an Epilogue or its name; activation (for ACT, ACT_BIAS, ACT_AUX(_BIAS),
+    DACT(_BGRAD)) "gelu_tanh" (default), "gelu_erf", "relu", "silu" or None. Outputs not given are
+    allocated (as A): D (needs beta == 0), aux for ACT_AUX / ACT_AUX_BIAS, bias_grad for
+    DACT_BGRAD / BGRADB / BGRADA. Returns D, or (D, aux) for ACT_AUX / ACT_AUX_BIAS, or
+    (D, bias_grad) for DACT_BGRAD / BGRADB / BGRADA."""
     lib = adapter(A)
     device = lib.device_of(A)
     ta, tb = _flag(transa, "transa"), _flag(transb, "transb")
@@ -252,13 +265,16 @@ def gemm(A, B, D=None, *, transa=False, transb=False, alpha=1.0, beta=0.0, epilo
         if aux is None:
             aux = lib.empty_like_rows(A, (gemm_n, gemm_m))
         extra = aux
-    if ep in (Epilogue.DGELU_BGRAD, Epilogue.BGRADB):
+    if ep in _BIAS_GRAD_OVER_M:
         if bias_grad is None:
-            bias_grad = lib.empty_like_rows(A, (gemm_m if ep == Epilogue.DGELU_BGRAD else gemm_n,))
+            bias_grad = lib.empty_like_rows(A, (gemm_m if _BIAS_GRAD_OVER_M[ep] else gemm_n,))
         extra = bias_grad
+    act = ACTIVATIONS.get(activation)
+    if act is None:
+        act = _activation_code(activation)
     stream = _stream_of(lib, stream, device)
     ctx = _context(device)
     _run(ctx, ctx.gemm, lib, device, stream,
-         (A, B, D, ta, tb, float(alpha), float(beta), int(ep), bias, aux, ep in _WRITES_AUX,
+         (A, B, D, ta, tb, float(alpha), float(beta), int(ep), act, bias, aux, ep in _WRITES_AUX,
           bias_grad, _backend_code(backend), bool(allow_tf32), stream))
     return D if extra is None else (D, extra)

@@ -4,10 +4,11 @@
   backward is one dgrad and one wgrad whose epilogue also gives the bias gradient (BGRADB).
 - MLP(in_features, hidden_features, out_features=None, activation="gelu_tanh", bias=True):
   fc1 -> activation -> fc2, an nn.Sequential(Linear, GELU(approximate="tanh"), Linear) with the
-  same state_dict keys ("0.weight", "0.bias", "2.weight", "2.bias"). The forward saves fc1's
-  pre-activation from fc1's epilogue; the backward runs fc2's dgrad with the GELU gradient
-  applied in its epilogue, which also gives fc1's bias gradient (DGELU_BGRAD), and fc2's wgrad
-  with its bias gradient (BGRADB).
+  same state_dict keys ("0.weight", "0.bias", "2.weight", "2.bias"); the other activations
+  (gelu_erf, relu, silu) replace the GELU module. The forward saves fc1's pre-activation from
+  fc1's epilogue; the backward runs fc2's dgrad with the activation's gradient applied in its
+  epilogue, which also gives fc1's bias gradient (DACT_BGRAD), and fc2's wgrad with its bias
+  gradient (BGRADB).
 
 Both are torch.library custom operators (epigemm::linear, epigemm::mlp, epigemm::linear_dgrad,
 epigemm::linear_wgrad) with fake implementations and registered autograd formulas, so
@@ -292,9 +293,8 @@ class MLP(nn.Sequential):
     An nn.Sequential(Linear(in, hidden), activation module, Linear(hidden, out)): its state_dict
     keys are those of nn.Sequential(nn.Linear, nn.GELU(approximate="tanh"), nn.Linear), i.e.
     "0.weight", "0.bias", "2.weight", "2.bias", so either loads the other's state_dict. fc1 and
-    fc2 name the two layers. activation: "gelu_tanh" (default), "gelu_erf", "relu", "silu" or
-    None; the epigemm library computes gelu_tanh and None today, the others raise
-    epigemm.NotSupportedError when run."""
+    fc2 name the two layers. activation: "gelu_tanh" (default), "gelu_erf" (nn.GELU()), "relu",
+    "silu" or None; fc2's dgrad applies its derivative in the epilogue (DACT_BGRAD)."""
 
     def __init__(self, in_features: int, hidden_features: int, out_features: Optional[int] = None,
                  activation: Optional[str] = "gelu_tanh", bias: bool = True, device=None, dtype=None):

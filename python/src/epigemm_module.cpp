@@ -38,22 +38,14 @@ namespace {
 // The caller's workspace is smaller than the call needs (never a C status: those are >= 0).
 constexpr int kNeedWorkspace = -1;
 
-// The activations of the Python API, by code (epigemm/_ops.py's ACTIVATIONS holds the names).
-// The C library computes identity and gelu_tanh today (by whether the pre-activation is given);
-// activation_computed and Context::begin are the one place that changes when it computes the
-// others (epigemm_linear_fprop_act / epigemm_linear_dgrad_act take the code directly).
+// The activations of the Python API, by code: the values of epigemm_activation_t
+// (epigemm/_ops.py's ACTIVATIONS holds the names), passed to epigemm_linear_fprop_act /
+// epigemm_linear_dgrad_act as they are.
 enum Activation : int { kIdentity = 0, kGeluTanh = 1, kGeluErf = 2, kRelu = 3, kSilu = 4 };
 
-bool activation_computed(int activation) {
-  switch (activation) {
-    case kIdentity:
-    case kGeluTanh: return true;
-    case kGeluErf:
-    case kRelu:
-    case kSilu: return false;
-  }
-  return false;
-}
+// Every activation of the Python API is computed by the library (kept for the package's
+// introspection: epigemm.activation_computed).
+bool activation_computed(int activation) { return activation >= kIdentity && activation <= kSilu; }
 
 const char* activation_name(int activation) {
   switch (activation) {
@@ -461,7 +453,7 @@ class Context {
     return epigemm_backend_compiled(ctx_, static_cast<epigemm_backend_t>(backend)) != 0;
   }
 
-  // Y = act(X W^T + b); pre = X W^T + b when given (act = gelu_tanh needs it today).
+  // Y = act(X W^T + b); pre = X W^T + b when given (ACT_AUX_BIAS), else not saved (ACT_BIAS).
   int linear_fprop(nb::handle x, nb::handle w, nb::handle bias, nb::handle pre, nb::handle y,
                    int activation, int backend, bool allow_tf32, uintptr_t stream,
                    nb::handle workspace) {
@@ -477,7 +469,7 @@ class Context {
     }
     const epigemm_memory_t mem = ops.memory();
     X.memory = W.memory = P.memory = Y.memory = B.memory = mem;
-    if (int status = begin(ops, backend, allow_tf32, activation, has_pre, "preact_out")) return status;
+    if (int status = begin(ops, backend, allow_tf32)) return status;
     DeviceGuard guard(mem == EPIGEMM_MEMORY_DEVICE ? device_ : -1);
     void* ws = nullptr;
     size_t ws_bytes = 0;
@@ -485,8 +477,10 @@ class Context {
       return status;
     }
     return run(mem, [&] {
-      return epigemm_linear_fprop(ctx_, &X, &W, has_bias ? &B : nullptr, has_pre ? &P : nullptr,
-                                  &Y, ws, ws_bytes, reinterpret_cast<void*>(stream));
+      return epigemm_linear_fprop_act(ctx_, &X, &W, has_bias ? &B : nullptr,
+                                      static_cast<epigemm_activation_t>(activation),
+                                      has_pre ? &P : nullptr, &Y, ws, ws_bytes,
+                                      reinterpret_cast<void*>(stream));
     });
   }
 
@@ -506,7 +500,15 @@ class Context {
     }
     const epigemm_memory_t mem = ops.memory();
     dY.memory = W.memory = P.memory = dX.memory = G.memory = mem;
-    if (int status = begin(ops, backend, allow_tf32, activation, has_pre, "preact")) return status;
+    if (int status = begin(ops, backend, allow_tf32)) return status;
+    // Through an activation the previous layer's pre-activation is needed (DACT); without one
+    // (activation None) the plain data gradient runs, and bias_grad then needs preact anyway
+    // (the library says so).
+    if (activation != kIdentity && !has_pre) {
+      own_error_ = std::string("preact is missing with activation ") + activation_name(activation) +
+                   "; expected the previous layer's saved pre-activation [tokens, in_features]";
+      return EPIGEMM_STATUS_INVALID_VALUE;
+    }
     DeviceGuard guard(mem == EPIGEMM_MEMORY_DEVICE ? device_ : -1);
     void* ws = nullptr;
     size_t ws_bytes = 0;
@@ -514,8 +516,13 @@ class Context {
       return status;
     }
     return run(mem, [&] {
-      return epigemm_linear_dgrad(ctx_, &dY, &W, has_pre ? &P : nullptr, has_grad ? &G : nullptr,
-                                  &dX, ws, ws_bytes, reinterpret_cast<void*>(stream));
+      if (!has_pre) {
+        return epigemm_linear_dgrad(ctx_, &dY, &W, nullptr, has_grad ? &G : nullptr, &dX, ws,
+                                    ws_bytes, reinterpret_cast<void*>(stream));
+      }
+      return epigemm_linear_dgrad_act(ctx_, &dY, &W, static_cast<epigemm_activation_t>(activation),
+                                      &P, has_grad ? &G : nullptr, &dX, ws, ws_bytes,
+                                      reinterpret_cast<void*>(stream));
     });
   }
 
@@ -533,7 +540,7 @@ class Context {
     }
     const epigemm_memory_t mem = ops.memory();
     X.memory = dY.memory = dW.memory = G.memory = mem;
-    if (int status = begin(ops, backend, allow_tf32, kIdentity, false, "")) return status;
+    if (int status = begin(ops, backend, allow_tf32)) return status;
     DeviceGuard guard(mem == EPIGEMM_MEMORY_DEVICE ? device_ : -1);
     void* ws = nullptr;
     size_t ws_bytes = 0;
@@ -548,7 +555,7 @@ class Context {
 
   // D = epilogue(alpha op(A) op(B) + beta D), GEMM coordinates, through the context's description.
   int gemm(nb::handle a, nb::handle b, nb::handle d, bool transa, bool transb, float alpha,
-           float beta, int epilogue, nb::handle bias, nb::handle aux, bool aux_is_output,
+           float beta, int epilogue, int activation, nb::handle bias, nb::handle aux, bool aux_is_output,
            nb::handle bias_grad, int backend, bool allow_tf32, uintptr_t stream, nb::handle workspace) {
     Operands ops;
     epigemm_matrix_t A{}, B{}, D{}, X{};
@@ -562,7 +569,7 @@ class Context {
     }
     const epigemm_memory_t mem = ops.memory();
     A.memory = B.memory = D.memory = X.memory = V.memory = G.memory = mem;
-    if (int status = begin(ops, backend, allow_tf32, kIdentity, false, "")) return status;
+    if (int status = begin(ops, backend, allow_tf32)) return status;
     epigemm_status_t status = EPIGEMM_STATUS_SUCCESS;
     auto set = [&](epigemm_status_t s) {
       if (status == EPIGEMM_STATUS_SUCCESS) status = s;
@@ -571,6 +578,7 @@ class Context {
                                         transb ? EPIGEMM_OP_T : EPIGEMM_OP_N));
     set(epigemm_gemm_desc_set_scalars(desc_, alpha, beta));
     set(epigemm_gemm_desc_set_epilogue(desc_, static_cast<epigemm_epilogue_t>(epilogue)));
+    set(epigemm_gemm_desc_set_activation(desc_, static_cast<epigemm_activation_t>(activation)));
     set(epigemm_gemm_desc_set_bias(desc_, has_bias ? &V : nullptr));
     set(epigemm_gemm_desc_set_aux(desc_, has_aux ? &X : nullptr));
     set(epigemm_gemm_desc_set_bias_grad(desc_, has_grad ? &G : nullptr));
@@ -642,28 +650,13 @@ class Context {
     return EPIGEMM_STATUS_INVALID_VALUE;
   }
 
-  // Clears this layer's message, applies the backend and TF32 choice, and refuses what the C
-  // library cannot compute yet: returns a status (0 = go on).
-  int begin(const Operands& ops, int backend, bool allow_tf32, int activation, bool has_pre,
-            const char* pre_name) {
+  // Clears this layer's message and applies the backend and TF32 choice: returns a status
+  // (0 = go on).
+  int begin(const Operands& ops, int backend, bool allow_tf32) {
     own_error_.clear();
     if (ops.device() >= 0 && ops.device() != device_) {
       own_error_ = "the operands are on CUDA device " + std::to_string(ops.device()) +
                    " but this context belongs to device " + std::to_string(device_);
-      return EPIGEMM_STATUS_INVALID_VALUE;
-    }
-    if (!activation_computed(activation)) {
-      own_error_ = std::string("activation ") + activation_name(activation) +
-                   " is not computed by this build of the epigemm library; expected identity (None) "
-                   "or gelu_tanh";
-      return EPIGEMM_STATUS_NOT_SUPPORTED;
-    }
-    // Today the C calls choose the activation by whether the pre-activation is given.
-    const bool needs_pre = activation == kGeluTanh;
-    if (needs_pre != has_pre) {
-      own_error_ = std::string(pre_name) + (has_pre ? " is given" : " is missing") +
-                   " with activation " + activation_name(activation) + "; expected " +
-                   (needs_pre ? "a pre-activation tensor" : "none");
       return EPIGEMM_STATUS_INVALID_VALUE;
     }
     if (backend != backend_) {
@@ -869,7 +862,7 @@ NB_MODULE(_epigemm, m) {
       .def("linear_wgrad", &Context::linear_wgrad, "X"_a, "dY"_a, "dW"_a, "accumulate"_a,
            "bias_grad"_a.none(), "backend"_a, "allow_tf32"_a, "stream"_a, "workspace"_a.none())
       .def("gemm", &Context::gemm, "A"_a, "B"_a, "D"_a, "transa"_a, "transb"_a, "alpha"_a, "beta"_a,
-           "epilogue"_a, "bias"_a.none(), "aux"_a.none(), "aux_is_output"_a, "bias_grad"_a.none(),
+           "epilogue"_a, "activation"_a, "bias"_a.none(), "aux"_a.none(), "aux_is_output"_a, "bias_grad"_a.none(),
            "backend"_a, "allow_tf32"_a, "stream"_a, "workspace"_a.none())
       .def("time_c_linear_fprop", &Context::time_c_linear_fprop, "X"_a, "W"_a, "bias"_a.none(),
            "Y"_a, "stream"_a, "workspace"_a.none(), "calls"_a);

@@ -1,5 +1,5 @@
-"""The float64 definitions the tests compare against (docs/conventions.md, "Epilogues", "GELU"),
-and the error bound a computation in a given dtype must meet."""
+"""The float64 definitions the tests compare against (docs/conventions.md, "Epilogues",
+"Activations"), and the error bound a computation in a given dtype must meet."""
 
 import math
 
@@ -20,6 +20,41 @@ def gelu_tanh_grad(x):
     return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_C * x * x)
 
 
+def gelu_erf(x):
+    return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
+
+
+def gelu_erf_grad(x):
+    return (0.5 * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
+            + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi))
+
+
+def relu(x):
+    return np.where(x > 0, x, 0.0)
+
+
+def relu_grad(x):
+    return np.where(x > 0, 1.0, 0.0)
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def silu_grad(x):
+    s = 1.0 / (1.0 + np.exp(-x))
+    return s * (1.0 + x * (1.0 - s))
+
+
+# activation name -> (act, act'); None is the identity.
+ACTIVATIONS = {
+    None: (lambda x: x, lambda x: np.ones_like(x)),
+    "gelu_tanh": (gelu_tanh, gelu_tanh_grad),
+    "gelu_erf": (gelu_erf, gelu_erf_grad),
+    "relu": (relu, relu_grad),
+    "silu": (silu, silu_grad),
+}
+
 # Unit roundoff of the stored result per dtype name; accumulation is at least fp32.
 UNIT_ROUNDOFF = {"float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
 FP32_ROUNDOFF = 2.0 ** -24
@@ -36,15 +71,14 @@ def product_bound(dtype_name, k, magnitude):
 def fprop(x, w, b=None, activation=None):
     """(Y, preact) in float64 for row-major x [tokens, in], w [out, in]."""
     pre = x @ w.T + (0.0 if b is None else b)
-    y = gelu_tanh(pre) if activation == "gelu_tanh" else pre
-    return y, pre
+    return ACTIVATIONS[activation][0](pre), pre
 
 
 def dgrad(dy, w, pre=None, activation=None):
     """(dX, bias gradient of the previous layer) in float64."""
     g = dy @ w
-    if activation == "gelu_tanh":
-        g = g * gelu_tanh_grad(pre)
+    if activation is not None:
+        g = g * ACTIVATIONS[activation][1](pre)
     return g, g.sum(axis=0)
 
 

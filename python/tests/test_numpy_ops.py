@@ -55,7 +55,7 @@ def assert_within(got, want, bound, what):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("with_bias", [True, False])
-@pytest.mark.parametrize("activation", [None, "gelu_tanh"])
+@pytest.mark.parametrize("activation", [None, "gelu_tanh", "gelu_erf", "relu", "silu"])
 def test_linear_fprop(dtype, shape, with_bias, activation):
     tokens, in_f, out_f = shape
     rng = rng_for(dtype, shape, with_bias, activation)
@@ -72,13 +72,21 @@ def test_linear_fprop(dtype, shape, with_bias, activation):
         assert P.shape == (tokens, out_f) and P.dtype == X.dtype
         assert_within(P, pre_want, bound, "pre-activation")
     assert isinstance(Y, np.ndarray) and Y.shape == (tokens, out_f) and Y.dtype == X.dtype
-    # |gelu_tanh'| <= 1.13: the pre-activation's error passes through at most that amplified.
+    # |act'| <= 1.13 for every activation: the pre-activation's error passes through at most that
+    # amplified.
     assert_within(Y, y_want, 1.13 * bound, "Y")
+    if activation is not None:
+        # Without saving the pre-activation only Y comes back (the ACT_BIAS epilogue).
+        Y2 = epigemm.linear_fprop(X, W, b, activation=activation, save_preact=False)
+        assert isinstance(Y2, np.ndarray)
+        assert_within(Y2, y_want, 1.13 * bound, "Y without the pre-activation")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("activation,with_bias_grad", [(None, False), ("gelu_tanh", False), ("gelu_tanh", True)])
+@pytest.mark.parametrize("activation,with_bias_grad",
+                         [(None, False)] + [(a, g) for a in ("gelu_tanh", "gelu_erf", "relu", "silu")
+                                            for g in (False, True)])
 def test_linear_dgrad(dtype, shape, activation, with_bias_grad):
     tokens, in_f, out_f = shape
     rng = rng_for(dtype, shape, activation, with_bias_grad)
@@ -86,8 +94,8 @@ def test_linear_dgrad(dtype, shape, activation, with_bias_grad):
     pre = random(rng, (tokens, in_f), dtype, scale=2.0) if activation else None
     result = epigemm.linear_dgrad(dY, W, preact=pre, activation=activation, bias_grad=with_bias_grad)
     dx_want, bg_want = ref.dgrad(f64(dY), f64(W), None if pre is None else f64(pre), activation)
-    gelu_grad = np.abs(ref.gelu_tanh_grad(f64(pre))) if activation else 1.0
-    magnitude = (np.abs(f64(dY)) @ np.abs(f64(W))) * gelu_grad
+    act_grad = np.abs(ref.ACTIVATIONS[activation][1](f64(pre))) if activation else 1.0
+    magnitude = (np.abs(f64(dY)) @ np.abs(f64(W))) * act_grad
     bound = ref.product_bound(dtype, out_f, magnitude)
     dX = result[0] if with_bias_grad else result
     assert dX.shape == (tokens, in_f) and dX.dtype == dY.dtype
@@ -126,31 +134,42 @@ def test_linear_wgrad(dtype, shape, with_bias_grad, accumulate):
                       "bias gradient")
 
 
-def epilogue_reference(ep, acc, bias, aux):
+def epilogue_reference(ep, acc, bias, aux, activation="gelu_tanh"):
     """(D, aux written, bias gradient) in GEMM coordinates (gemm_m x gemm_n), float64."""
+    act, act_grad = ref.ACTIVATIONS[activation]
     if ep == "default":
         return acc, None, None
     if ep == "bias":
         return acc + bias[:, None], None, None
-    if ep == "gelu_aux":
-        return ref.gelu_tanh(acc), acc, None
-    if ep == "gelu_aux_bias":
+    if ep == "act":
+        return act(acc), None, None
+    if ep == "act_bias":
+        return act(acc + bias[:, None]), None, None
+    if ep in ("gelu_aux", "act_aux"):
+        return act(acc), acc, None
+    if ep in ("gelu_aux_bias", "act_aux_bias"):
         z = acc + bias[:, None]
-        return ref.gelu_tanh(z), z, None
-    if ep == "dgelu":
-        return acc * ref.gelu_tanh_grad(aux), None, None
-    if ep == "dgelu_bgrad":
-        g = acc * ref.gelu_tanh_grad(aux)
+        return act(z), z, None
+    if ep in ("dgelu", "dact"):
+        return acc * act_grad(aux), None, None
+    if ep in ("dgelu_bgrad", "dact_bgrad"):
+        g = acc * act_grad(aux)
         return g, None, g.sum(axis=1)
     raise AssertionError(ep)
 
 
-@pytest.mark.parametrize("ep", ["default", "bias", "gelu_aux", "gelu_aux_bias", "dgelu", "dgelu_bgrad", "bgradb"])
+GEMM_CASES = ([(ep, "gelu_tanh") for ep in ("default", "bias", "gelu_aux", "gelu_aux_bias", "dgelu",
+                                           "dgelu_bgrad", "bgradb", "bgrada", "act", "act_bias")]
+              + [(ep, act) for act in (None, "gelu_erf", "relu", "silu")
+                 for ep in ("act", "act_bias", "act_aux", "act_aux_bias", "dact", "dact_bgrad")])
+
+
+@pytest.mark.parametrize("ep,activation", GEMM_CASES)
 @pytest.mark.parametrize("transa,transb", [(False, False), (True, False), (False, True), (True, True)])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
-def test_gemm_epilogues(ep, transa, transb, dtype):
+def test_gemm_epilogues(ep, activation, transa, transb, dtype):
     gemm_m, gemm_n, gemm_k = 13, 6, 21
-    rng = rng_for(ep, transa, transb, dtype)
+    rng = rng_for(ep, activation, transa, transb, dtype)
     # A row-major [r, c] array is the column-major c x r matrix: A stored gemm_m x gemm_k (N) or
     # gemm_k x gemm_m (T) is the row-major array of the reverse shape.
     A = random(rng, (gemm_m, gemm_k) if transa else (gemm_k, gemm_m), dtype)
@@ -159,20 +178,23 @@ def test_gemm_epilogues(ep, transa, transb, dtype):
     op_a = matrix_a.T if transa else matrix_a
     op_b = matrix_b.T if transb else matrix_b
     acc = op_a @ op_b
-    bias = random(rng, (gemm_m,), dtype) if ep in ("bias", "gelu_aux_bias") else None
-    aux_in = random(rng, (gemm_n, gemm_m), dtype, 2.0) if ep in ("dgelu", "dgelu_bgrad") else None
+    bias = random(rng, (gemm_m,), dtype) if ep in ("bias", "gelu_aux_bias", "act_bias", "act_aux_bias") else None
+    reads_aux = ep in ("dgelu", "dgelu_bgrad", "dact", "dact_bgrad")
+    aux_in = random(rng, (gemm_n, gemm_m), dtype, 2.0) if reads_aux else None
     result = epigemm.gemm(A, B, transa="T" if transa else "N", transb=transb, epilogue=ep,
-                          bias=bias, aux=aux_in)
+                          activation=activation, bias=bias, aux=aux_in)
     magnitude = np.abs(op_a) @ np.abs(op_b) + (0.0 if bias is None else np.abs(f64(bias))[:, None])
     bound = 1.13 * ref.product_bound(dtype, gemm_k, magnitude)
-    if ep == "bgradb":
+    if ep in ("bgradb", "bgrada"):
         D, bg = result
         assert_within(D.T, acc, bound, "D")
-        assert_within(bg, op_b.sum(axis=0), ref.product_bound(dtype, gemm_k, np.abs(op_b).sum(axis=0)),
-                      "bias gradient")
+        summed = op_b.sum(axis=0) if ep == "bgradb" else op_a.sum(axis=1)
+        summed_magnitude = np.abs(op_b).sum(axis=0) if ep == "bgradb" else np.abs(op_a).sum(axis=1)
+        assert_within(bg, summed, ref.product_bound(dtype, gemm_k, summed_magnitude), "bias gradient")
         return
     d_want, aux_want, bg_want = epilogue_reference(ep, acc, None if bias is None else f64(bias),
-                                                   None if aux_in is None else f64(aux_in).T)
+                                                   None if aux_in is None else f64(aux_in).T,
+                                                   activation)
     if aux_want is not None:
         D, aux = result
         assert aux.shape == (gemm_n, gemm_m)
@@ -180,7 +202,7 @@ def test_gemm_epilogues(ep, transa, transb, dtype):
     elif bg_want is not None:
         D, bg = result
         if aux_in is not None:
-            magnitude = magnitude * np.abs(ref.gelu_tanh_grad(f64(aux_in).T))
+            magnitude = magnitude * np.abs(ref.ACTIVATIONS[activation][1](f64(aux_in).T))
         assert_within(bg, bg_want, ref.product_bound(dtype, gemm_k + gemm_n, magnitude.sum(axis=1)),
                       "bias gradient")
     else:
@@ -312,12 +334,8 @@ def test_read_only_output_is_refused():
     expect_error(epigemm.InvalidValueError, "out is a read-only array", lambda: epigemm.linear_fprop(X, W, out=out))
 
 
-def test_activations_the_library_does_not_compute_yet():
+def test_unknown_activation_and_missing_preact():
     X, W = np.ones((3, 4), np.float32), np.ones((2, 4), np.float32)
-    for activation in ("gelu_erf", "relu", "silu"):
-        with pytest.raises(epigemm.NotSupportedError, match=f"activation {activation} is not computed") as info:
-            epigemm.linear_fprop(X, W, activation=activation)
-        assert isinstance(info.value, NotImplementedError)
     with pytest.raises(epigemm.InvalidValueError, match="activation is 'tanh'"):
         epigemm.linear_fprop(X, W, activation="tanh")
     with pytest.raises(epigemm.InvalidValueError, match="preact is missing with activation gelu_tanh"):

@@ -66,8 +66,17 @@ def test_linear_matches_nn_linear(device, dtype, bias, lead, in_f, out_f):
     assert_no_worse(names, got, forward_backward(theirs, x, grad), want, dtype)
 
 
-def reference_mlp(in_f, hidden, out_f, bias, dtype, device):
-    return torch.nn.Sequential(torch.nn.Linear(in_f, hidden, bias=bias), torch.nn.GELU(approximate="tanh"),
+# The PyTorch module of each activation (nn.GELU() is the erf form).
+TORCH_ACTIVATIONS = {
+    "gelu_tanh": lambda: torch.nn.GELU(approximate="tanh"),
+    "gelu_erf": torch.nn.GELU,
+    "relu": torch.nn.ReLU,
+    "silu": torch.nn.SiLU,
+}
+
+
+def reference_mlp(in_f, hidden, out_f, bias, dtype, device, activation="gelu_tanh"):
+    return torch.nn.Sequential(torch.nn.Linear(in_f, hidden, bias=bias), TORCH_ACTIVATIONS[activation](),
                                torch.nn.Linear(hidden, out_f, bias=bias)).to(device=device, dtype=dtype)
 
 
@@ -75,13 +84,14 @@ def reference_mlp(in_f, hidden, out_f, bias, dtype, device):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("lead,in_f,hidden,out_f", [((2, 7), 24, 40, None), ((33,), 17, 65, 9)])
-def test_mlp_matches_nn_sequential(device, dtype, bias, lead, in_f, hidden, out_f):
+@pytest.mark.parametrize("activation", ["gelu_tanh", "gelu_erf", "relu", "silu"])
+def test_mlp_matches_nn_sequential(device, dtype, bias, lead, in_f, hidden, out_f, activation):
     torch.manual_seed(1)
-    ours = et.MLP(in_f, hidden, out_f, bias=bias, device=device, dtype=dtype)
+    ours = et.MLP(in_f, hidden, out_f, activation=activation, bias=bias, device=device, dtype=dtype)
     out_f = in_f if out_f is None else out_f
-    theirs = reference_mlp(in_f, hidden, out_f, bias, dtype, device)
+    theirs = reference_mlp(in_f, hidden, out_f, bias, dtype, device, activation)
     theirs.load_state_dict(ours.state_dict())  # the same keys: 0.weight, 0.bias, 2.weight, 2.bias
-    exact = reference_mlp(in_f, hidden, out_f, bias, torch.float64, "cpu")
+    exact = reference_mlp(in_f, hidden, out_f, bias, torch.float64, "cpu", activation)
     exact.load_state_dict(ours.state_dict())
     # Inputs large enough that the GELU's curved part matters.
     x = (2 * torch.randn(*lead, in_f, device=device)).to(dtype)
@@ -129,11 +139,12 @@ def test_non_contiguous_inputs_are_made_contiguous():
     torch.testing.assert_close(et.linear(x, weight_t), et.linear(x.contiguous(), weight_t.contiguous()))
 
 
-def test_activations_not_computed_yet_raise():
-    m = et.MLP(4, 8, activation="relu")
-    assert isinstance(m[1], torch.nn.ReLU)
-    with pytest.raises(epigemm.NotSupportedError, match="activation relu is not computed"):
-        m(torch.randn(2, 4))
+def test_activation_modules_and_unknown_activation():
+    for name, module in (("relu", torch.nn.ReLU), ("silu", torch.nn.SiLU), ("gelu_erf", torch.nn.GELU)):
+        m = et.MLP(4, 8, activation=name)
+        assert isinstance(m[1], module)
+        assert m(torch.randn(2, 4)).shape == (2, 4)
+    assert et.MLP(4, 8, activation="gelu_erf")[1].approximate == "none"
     with pytest.raises(epigemm.InvalidValueError, match="activation is 'tanh'"):
         et.MLP(4, 8, activation="tanh")
 
