@@ -286,6 +286,11 @@ void Tensor::upload() {
     return;
   }
   cuda_ok(cudaMemcpy(device_, host_.get(), bytes_, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  // From pageable host memory cudaMemcpy may return before the DMA into device memory is done,
+  // and the call under test runs on a non-blocking stream that does not wait for the legacy
+  // stream's copies: without this the call (or the download of an untouched buffer) could read
+  // device memory the copy has not reached yet. Seen with 16 test processes sharing one GPU.
+  cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the upload");
 #else
   ADD_FAILURE() << "harness: upload() in a build without CUDA";
 #endif

@@ -6,7 +6,7 @@
 //
 // Ops provides: V (the lane type), width (lanes in V), load/store of V from/to float, Half and
 // BFloat16 storage (unaligned), the V arithmetic that the activation functors of
-// src/core/epilogue_math.hpp need (exp, erfc and is_nan found for V by argument-dependent lookup,
+// src/core/epilogue_math.hpp need (exp and is_nan found for V by argument-dependent lookup,
 // where, < and >), and for the bias-gradient sums Wide (width doubles):
 // wide_zero(), add_wide(Wide, V), store_wide(double*, Wide), wide_lane_sum(Wide) (the lanes
 // added in a fixed order). The sums are taken in double: a bias gradient sums up to tokens
@@ -79,30 +79,6 @@ typename Ops::V exp_lanes(typename Ops::V x) {
   p = Ops::fma(p, r, V(1.0f));
   p = Ops::fma(p, r, V(1.0f));
   return Ops::scale_by_two_to(p, n);
-}
-
-// erfc on the lanes of a SIMD build, from exp_lanes: the Chebyshev fit of Numerical Recipes
-// (erfcc), erfc(z) = t exp(-z^2 - 1.26551223 + t P(t)) with t = 1 / (1 + z / 2) for z >= 0, whose
-// fractional error is below 1.2e-7 everywhere; erfc(x) = 2 - erfc(-x) for x < 0. In fp32 the
-// exponent's own rounding (about an ulp of z^2) adds a relative error near 1e-7 z^2 in the far
-// tail, where erfc is below 1e-7 of its largest value. NaN stays NaN (t and the exponent are NaN).
-template <class Ops>
-typename Ops::V erfc_lanes(typename Ops::V x) {
-  using V = typename Ops::V;
-  const V z = where(x < V(0.0f), V(0.0f) - x, x);
-  const V t = V(1.0f) / Ops::fma(V(0.5f), z, V(1.0f));
-  V p = V(0.17087277f);
-  p = Ops::fma(p, t, V(-0.82215223f));
-  p = Ops::fma(p, t, V(1.48851587f));
-  p = Ops::fma(p, t, V(-1.13520398f));
-  p = Ops::fma(p, t, V(0.27886807f));
-  p = Ops::fma(p, t, V(-0.18628806f));
-  p = Ops::fma(p, t, V(0.09678418f));
-  p = Ops::fma(p, t, V(0.37409196f));
-  p = Ops::fma(p, t, V(1.00002368f));
-  p = Ops::fma(p, t, V(-1.26551223f));
-  const V upper = t * exp_lanes<Ops>(p - z * z);
-  return where(x < V(0.0f), V(2.0f) - upper, upper);
 }
 
 // The structure of an epilogue's element-wise work, as compile-time flags: a bias per row, aux
