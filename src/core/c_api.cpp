@@ -293,6 +293,72 @@ using epigemm::Status;
 #define EPIGEMM_VERSION_STRING(major, minor, patch) \
   EPIGEMM_STRINGIFY_NUMBER(major) "." EPIGEMM_STRINGIFY_NUMBER(minor) "." EPIGEMM_STRINGIFY_NUMBER(patch)
 
+namespace epigemm {
+namespace {
+
+// The forward pass with an activation: ACT(_BIAS) without pre_act, ACT_AUX(_BIAS) with it; the
+// identity without pre_act is BIAS / DEFAULT.
+Status linear_fprop(Context& context, const epigemm_tensor_t* X, const epigemm_tensor_t* W,
+                    const epigemm_vector_t* bias, epigemm_activation_t activation,
+                    const epigemm_tensor_t* pre_act, const char* pre_act_name,
+                    const epigemm_tensor_t* Y, void* workspace, size_t workspace_bytes,
+                    void* stream) {
+  if (!activation_value_valid(activation)) {
+    return invalid("activation has value ", int(activation), "; expected 0 (identity) .. 4 (silu)");
+  }
+  LayerTensors tensors;
+  tensors.x = X;
+  tensors.w = W;
+  tensors.y = Y;
+  tensors.pre_act = pre_act;
+  tensors.pre_act_name = pre_act_name;
+  tensors.bias = bias;
+  GemmCall call;
+  EPIGEMM_RETURN_IF_ERROR(map_layer_to_gemm(LayerPass::fprop, tensors, &call));
+  const bool identity = activation == EPIGEMM_ACTIVATION_IDENTITY;
+  if (pre_act != nullptr) {
+    call.epilogue = bias ? EPIGEMM_EPILOGUE_ACT_AUX_BIAS : EPIGEMM_EPILOGUE_ACT_AUX;
+  } else if (!identity) {
+    call.epilogue = bias ? EPIGEMM_EPILOGUE_ACT_BIAS : EPIGEMM_EPILOGUE_ACT;
+  } else {
+    call.epilogue = bias ? EPIGEMM_EPILOGUE_BIAS : EPIGEMM_EPILOGUE_DEFAULT;
+  }
+  call.activation = activation;
+  apply_context_defaults(context, &call);
+  attach_workspace(workspace, workspace_bytes, stream, &call);
+  return context.execute(call);
+}
+
+// The data gradient, through the previous layer's activation when pre_act is given (DACT, or
+// DACT_BGRAD with bias_grad).
+Status linear_dgrad(Context& context, const epigemm_tensor_t* dY, const epigemm_tensor_t* W,
+                    epigemm_activation_t activation, const epigemm_tensor_t* pre_act,
+                    const char* pre_act_name, const epigemm_vector_t* bias_grad,
+                    const epigemm_tensor_t* dX, void* workspace, size_t workspace_bytes,
+                    void* stream) {
+  if (!activation_value_valid(activation)) {
+    return invalid("activation has value ", int(activation), "; expected 0 (identity) .. 4 (silu)");
+  }
+  LayerTensors tensors;
+  tensors.dy = dY;
+  tensors.w = W;
+  tensors.dx = dX;
+  tensors.pre_act = pre_act;
+  tensors.pre_act_name = pre_act_name;
+  tensors.bias_grad = bias_grad;
+  GemmCall call;
+  EPIGEMM_RETURN_IF_ERROR(map_layer_to_gemm(LayerPass::dgrad, tensors, &call));
+  call.epilogue = pre_act ? (bias_grad ? EPIGEMM_EPILOGUE_DACT_BGRAD : EPIGEMM_EPILOGUE_DACT)
+                          : EPIGEMM_EPILOGUE_DEFAULT;
+  call.activation = activation;
+  apply_context_defaults(context, &call);
+  attach_workspace(workspace, workspace_bytes, stream, &call);
+  return context.execute(call);
+}
+
+}  // namespace
+}  // namespace epigemm
+
 extern "C" {
 
 const char* epigemm_get_version(void) {
@@ -568,71 +634,6 @@ epigemm_status_t epigemm_linear_workspace_size(epigemm_context_t ctx, int64_t to
   });
 }
 
-namespace epigemm {
-namespace {
-
-// The forward pass with an activation: ACT(_BIAS) without pre_act, ACT_AUX(_BIAS) with it; the
-// identity without pre_act is BIAS / DEFAULT.
-Status linear_fprop(Context& context, const epigemm_tensor_t* X, const epigemm_tensor_t* W,
-                    const epigemm_vector_t* bias, epigemm_activation_t activation,
-                    const epigemm_tensor_t* pre_act, const char* pre_act_name,
-                    const epigemm_tensor_t* Y, void* workspace, size_t workspace_bytes,
-                    void* stream) {
-  if (!activation_value_valid(activation)) {
-    return invalid("activation has value ", int(activation), "; expected 0 (identity) .. 4 (silu)");
-  }
-  LayerTensors tensors;
-  tensors.x = X;
-  tensors.w = W;
-  tensors.y = Y;
-  tensors.pre_act = pre_act;
-  tensors.pre_act_name = pre_act_name;
-  tensors.bias = bias;
-  GemmCall call;
-  EPIGEMM_RETURN_IF_ERROR(map_layer_to_gemm(LayerPass::fprop, tensors, &call));
-  const bool identity = activation == EPIGEMM_ACTIVATION_IDENTITY;
-  if (pre_act != nullptr) {
-    call.epilogue = bias ? EPIGEMM_EPILOGUE_ACT_AUX_BIAS : EPIGEMM_EPILOGUE_ACT_AUX;
-  } else if (!identity) {
-    call.epilogue = bias ? EPIGEMM_EPILOGUE_ACT_BIAS : EPIGEMM_EPILOGUE_ACT;
-  } else {
-    call.epilogue = bias ? EPIGEMM_EPILOGUE_BIAS : EPIGEMM_EPILOGUE_DEFAULT;
-  }
-  call.activation = activation;
-  apply_context_defaults(context, &call);
-  attach_workspace(workspace, workspace_bytes, stream, &call);
-  return context.execute(call);
-}
-
-// The data gradient, through the previous layer's activation when pre_act is given (DACT, or
-// DACT_BGRAD with bias_grad).
-Status linear_dgrad(Context& context, const epigemm_tensor_t* dY, const epigemm_tensor_t* W,
-                    epigemm_activation_t activation, const epigemm_tensor_t* pre_act,
-                    const char* pre_act_name, const epigemm_vector_t* bias_grad,
-                    const epigemm_tensor_t* dX, void* workspace, size_t workspace_bytes,
-                    void* stream) {
-  if (!activation_value_valid(activation)) {
-    return invalid("activation has value ", int(activation), "; expected 0 (identity) .. 4 (silu)");
-  }
-  LayerTensors tensors;
-  tensors.dy = dY;
-  tensors.w = W;
-  tensors.dx = dX;
-  tensors.pre_act = pre_act;
-  tensors.pre_act_name = pre_act_name;
-  tensors.bias_grad = bias_grad;
-  GemmCall call;
-  EPIGEMM_RETURN_IF_ERROR(map_layer_to_gemm(LayerPass::dgrad, tensors, &call));
-  call.epilogue = pre_act ? (bias_grad ? EPIGEMM_EPILOGUE_DACT_BGRAD : EPIGEMM_EPILOGUE_DACT)
-                          : EPIGEMM_EPILOGUE_DEFAULT;
-  call.activation = activation;
-  apply_context_defaults(context, &call);
-  attach_workspace(workspace, workspace_bytes, stream, &call);
-  return context.execute(call);
-}
-
-}  // namespace
-}  // namespace epigemm
 
 epigemm_status_t epigemm_linear_fprop(epigemm_context_t ctx, const epigemm_tensor_t* X,
                                       const epigemm_tensor_t* W, const epigemm_vector_t* bias,
