@@ -2,7 +2,10 @@
 // UndefinedBehaviorSanitizer (-DEPIGEMM_FUZZ=ON -DEPIGEMM_SANITIZE=address,undefined;
 // scripts/sanitize.sh). Each input is one call:
 //   - an entry point: epigemm_gemm or its workspace query, the classic call or its query, a layer
-//     call, the layer workspace query, or a handle misused (destroyed, of the other kind, garbage);
+//     call (fprop, dgrad, wgrad, and fprop_act / dgrad_act with an activation), the layer
+//     workspace query, or a handle misused (destroyed, of the other kind, garbage);
+//   - for epigemm_gemm every epilogue (0..9) and activation (0..4, or left at the description's
+//     default), each sometimes given as any int;
 //   - shapes built to fit most of the time (small sizes, sometimes huge ones beside an empty
 //     dimension), then a few fields broken: sizes, leading dimensions, dtypes, memory, enums given
 //     as any int, NULL data, data shifted off its element alignment, an output placed inside
@@ -177,7 +180,9 @@ class Buffer {
 
 // ---- one call ---------------------------------------------------------------------------------
 
-enum class Entry { gemm, gemm_size, classic, classic_size, fprop, dgrad, wgrad, linear_size, handles, count };
+enum class Entry {
+  gemm, gemm_size, classic, classic_size, fprop, dgrad, wgrad, linear_size, handles, fprop_act, dgrad_act, count
+};
 enum Slot { kSlotA, kSlotB, kSlotD, kSlotAux, kSlotBias, kSlotBiasGrad, kSlotWorkspace, kSlots };
 const char* const kSlotNames[kSlots] = {"A", "B", "D", "aux", "bias", "bias_grad", "workspace"};
 
@@ -202,9 +207,10 @@ std::string describe_vector(const char* name, const epigemm_vector_t& v) {
 }
 std::string describe(const GemmMeaning& c) {
   char head[200];
-  std::snprintf(head, sizeof head, "transa=%d transb=%d epilogue=%d backend=%d alpha=%g beta=%g ws=%p+%zu",
-                c.transa, c.transb, c.epilogue, c.backend, double(c.alpha), double(c.beta), c.workspace,
-                c.workspace_bytes);
+  std::snprintf(head, sizeof head,
+                "transa=%d transb=%d epilogue=%d activation=%d backend=%d alpha=%g beta=%g ws=%p+%zu",
+                c.transa, c.transb, c.epilogue, c.activation, c.backend, double(c.alpha), double(c.beta),
+                c.workspace, c.workspace_bytes);
   std::string s = head;
   s += describe_matrix("A", c.a) + describe_matrix("B", c.b) + describe_matrix("D", c.d);
   if (c.has_aux) s += describe_matrix("aux", c.aux);
@@ -239,6 +245,9 @@ struct Call {
   bool with_x = true, with_w = true, with_dy = true, with_out = true;
   bool with_pre = false, with_bias = false, with_bias_grad = false;
   Pass pass = Pass::fprop;
+  bool layer_activation = false;  // fprop_act / dgrad_act; the activation is g.activation
+  // epigemm_gemm: whether set_activation is called (else the description's default, gelu_tanh).
+  bool activation_set = true;
   int grad = 0, accumulate = 0;
   Buffer buffers[kSlots];
   std::vector<unsigned char> before[kSlots];
@@ -332,8 +341,11 @@ void build_gemm_level(Input& in, Call& call) {
   const int64_t m = size_value(in), n = size_value(in), k = size_value(in);
   g.transa = enum_value(in, 2);
   g.transb = enum_value(in, 2);
-  g.epilogue = enum_value(in, 7);
+  g.epilogue = enum_value(in, 10);
   g.backend = enum_value(in, 3);  // auto, reference, cpu mostly; cuda / cublaslt / any int rarely
+  // The activation: left at the default sometimes; any int sometimes, refused whatever the epilogue.
+  call.activation_set = !in.one_in(4);
+  g.activation = call.activation_set ? enum_value(in, 5) : EPIGEMM_ACTIVATION_GELU_TANH;
   g.alpha = scalar_value(in);
   g.beta = in.one_in(3) ? scalar_value(in) : 0.0f;
   const int ab = in.pick(3);
@@ -348,8 +360,7 @@ void build_gemm_level(Input& in, Call& call) {
   g.has_bias_grad = writes_bias_grad(e) != in.one_in(40);
   g.aux = make_matrix(in, m, n, in.pick(3));
   g.bias = epigemm_vector_t{nullptr, epigemm_dtype_t(in.pick(3)), m, EPIGEMM_MEMORY_HOST};
-  g.bias_grad = epigemm_vector_t{nullptr, epigemm_dtype_t(in.pick(3)), e == EPIGEMM_EPILOGUE_BGRADB ? n : m,
-                                 EPIGEMM_MEMORY_HOST};
+  g.bias_grad = epigemm_vector_t{nullptr, epigemm_dtype_t(in.pick(3)), bias_grad_length(e, m, n), EPIGEMM_MEMORY_HOST};
   if (in.one_in(20)) {
     // Everything on the device: valid, and only a device backend can run it.
     g.a.memory = g.b.memory = g.d.memory = g.aux.memory = EPIGEMM_MEMORY_DEVICE;
@@ -400,10 +411,13 @@ void build_layer(Input& in, Call& call) {
   const int64_t tokens = size_value(in), in_features = size_value(in), out_features = size_value(in);
   const int dtype = in.pick(3);
   const int out_dtype = in.one_in(2) ? EPIGEMM_DTYPE_F32 : dtype;
-  call.with_pre = in.one_in(2);
+  // The _act calls take an activation (any int sometimes); dgrad_act requires pre_act, which is
+  // left out only sometimes, to see it refused.
+  if (call.layer_activation) call.g.activation = enum_value(in, 5);
+  call.with_pre = call.layer_activation && call.pass == Pass::dgrad ? !in.one_in(8) : in.one_in(2);
   const bool vector = in.one_in(2);
-  // Tensors of the pass (conventions.md §1): fprop X, W, Y, pre_gelu [tokens, out]; dgrad dY, W,
-  // dX, pre_gelu [tokens, in]; wgrad X, dY, dW.
+  // Tensors of the pass (conventions.md §1): fprop X, W, Y, pre_gelu / pre_act [tokens, out];
+  // dgrad dY, W, dX, pre_gelu / pre_act [tokens, in]; wgrad X, dY, dW.
   call.x = make_tensor(in, tokens, in_features, dtype);
   call.w = make_tensor(in, out_features, in_features, dtype);
   call.dy = make_tensor(in, tokens, out_features, dtype);
@@ -473,11 +487,13 @@ void build_layer(Input& in, Call& call) {
 LayerArgs layer_args(const Call& call, int backend, const void* workspace, size_t workspace_bytes) {
   LayerArgs l;
   l.pass = call.pass;
+  l.with_activation = call.layer_activation;
+  l.activation = call.g.activation;
   l.x = call.with_x ? &call.x : nullptr;
   l.w = call.with_w ? &call.w : nullptr;
   l.dy = call.with_dy ? &call.dy : nullptr;
   l.out = call.with_out ? &call.out : nullptr;
-  l.pre_gelu = call.with_pre ? &call.pre : nullptr;
+  l.pre_act = call.with_pre ? &call.pre : nullptr;
   l.bias = call.with_bias ? &call.g.bias : nullptr;
   l.bias_grad = call.with_bias_grad ? &call.g.bias_grad : nullptr;
   l.accumulate = call.accumulate;
@@ -558,8 +574,8 @@ void mark_matrix(const Call& call, const epigemm_matrix_t& m, std::vector<bool>*
 }
 
 // |out - ref| within what the dtypes allow for an element whose terms add up to `magnitude` in
-// absolute value (fp32 accumulation over gemm_k, the GELU's fp32 evaluation, one rounding to the
-// output dtype either way of a boundary).
+// absolute value (fp32 accumulation over gemm_k, the activation's fp32 evaluation, one rounding to
+// the output dtype either way of a boundary).
 bool close(double out, double ref, double magnitude, int dtype, int64_t k) {
   if (std::isnan(ref)) return std::isnan(out);
   const double unit = dtype == EPIGEMM_DTYPE_F32 ? 0x1p-23 : dtype == EPIGEMM_DTYPE_F16 ? 0x1p-10 : 0x1p-7;
@@ -568,17 +584,30 @@ bool close(double out, double ref, double magnitude, int dtype, int64_t k) {
   return std::fabs(out - ref) <= tolerance;
 }
 
-// A description of the GEMM g means, on `backend`.
-epigemm_gemm_desc_t make_description(const GemmMeaning& g, int backend) {
+// A description of the GEMM g means, on `backend`; its activation left at the default (gelu_tanh)
+// unless set_activation. *refusal: the first setter that did not answer SUCCESS, and its status.
+// The contract refuses a bad value when the call is made (conventions.md §4); a setter that
+// refuses it at once is tolerated for a call the oracle refuses (run_gemm), never for one it
+// accepts.
+struct SetterRefusal {
+  const char* setter = nullptr;
+  epigemm_status_t status = EPIGEMM_STATUS_SUCCESS;
+};
+epigemm_gemm_desc_t make_description(const GemmMeaning& g, int backend, bool set_activation,
+                                     SetterRefusal* refusal) {
   epigemm_gemm_desc_t desc = nullptr;
   if (epigemm_gemm_desc_create(&desc) != EPIGEMM_STATUS_SUCCESS) std::abort();
-  epigemm_gemm_desc_set_transpose(desc, epigemm_op_t(g.transa), epigemm_op_t(g.transb));
-  epigemm_gemm_desc_set_scalars(desc, g.alpha, g.beta);
-  epigemm_gemm_desc_set_epilogue(desc, epigemm_epilogue_t(g.epilogue));
-  epigemm_gemm_desc_set_bias(desc, g.has_bias ? &g.bias : nullptr);
-  epigemm_gemm_desc_set_aux(desc, g.has_aux ? &g.aux : nullptr);
-  epigemm_gemm_desc_set_bias_grad(desc, g.has_bias_grad ? &g.bias_grad : nullptr);
-  epigemm_gemm_desc_set_backend(desc, epigemm_backend_t(backend));
+  auto note = [&](const char* setter, epigemm_status_t status) {
+    if (status != EPIGEMM_STATUS_SUCCESS && refusal->setter == nullptr) *refusal = SetterRefusal{setter, status};
+  };
+  note("set_transpose", epigemm_gemm_desc_set_transpose(desc, epigemm_op_t(g.transa), epigemm_op_t(g.transb)));
+  note("set_scalars", epigemm_gemm_desc_set_scalars(desc, g.alpha, g.beta));
+  note("set_epilogue", epigemm_gemm_desc_set_epilogue(desc, epigemm_epilogue_t(g.epilogue)));
+  if (set_activation) note("set_activation", epigemm_gemm_desc_set_activation(desc, epigemm_activation_t(g.activation)));
+  note("set_bias", epigemm_gemm_desc_set_bias(desc, g.has_bias ? &g.bias : nullptr));
+  note("set_aux", epigemm_gemm_desc_set_aux(desc, g.has_aux ? &g.aux : nullptr));
+  note("set_bias_grad", epigemm_gemm_desc_set_bias_grad(desc, g.has_bias_grad ? &g.bias_grad : nullptr));
+  note("set_backend", epigemm_gemm_desc_set_backend(desc, epigemm_backend_t(backend)));
   return desc;
 }
 
@@ -605,12 +634,18 @@ void compare_with_reference(Call& call, const GemmMeaning& g) {
       double magnitude = std::fabs(double(g.alpha)) * sum;
       if (g.beta != 0.0f) magnitude += std::fabs(double(g.beta) * element(g.d, i, j));
       if (g.has_bias) magnitude += std::fabs(load(g.bias.data, int(g.bias.dtype), i));
-      acc_magnitude[size_t(i + j * m)] = 1.2 * magnitude;  // gelu' is at most 1.13
+      // |act(z)| <= |z| for every activation; act' is at most 1.13 (gelu_tanh, gelu_erf), 1.1
+      // (silu), 1 (identity, relu).
+      acc_magnitude[size_t(i + j * m)] = 1.2 * magnitude;
     }
   }
-  epigemm_gemm_desc_t desc = make_description(g, EPIGEMM_BACKEND_REFERENCE);
+  SetterRefusal refusal;
+  epigemm_gemm_desc_t desc = make_description(g, EPIGEMM_BACKEND_REFERENCE, true, &refusal);
   const epigemm_status_t status = epigemm_gemm(ctx, desc, &g.a, &g.b, &g.d, nullptr, 0, nullptr);
   epigemm_gemm_desc_destroy(desc);
+  if (refusal.setter != nullptr) {
+    finding(std::string("epigemm_gemm_desc_") + refusal.setter + " refused a value of a call that ran", call.text);
+  }
   if (status != EPIGEMM_STATUS_SUCCESS) {
     finding(std::string("the reference backend refused the GEMM of a call that ran: ") +
                 epigemm_context_last_error(ctx), call.text);
@@ -641,17 +676,29 @@ void compare_with_reference(Call& call, const GemmMeaning& g) {
   check_matrix(g.d, "D");
   if (g.has_aux && writes_aux(g.epilogue)) check_matrix(g.aux, "aux");
   if (g.has_bias_grad) {
-    const bool over_n = g.epilogue == EPIGEMM_EPILOGUE_BGRADB;
     for (int64_t i = 0; i < g.bias_grad.length; ++i) {
+      // The terms of bias_grad[i] (conventions.md §2) in absolute value, and how many.
       double magnitude = 0.0;
-      if (over_n) {
-        for (int64_t p = 0; p < k; ++p) magnitude += std::fabs(op_b(p, i));
-      } else {
-        for (int64_t j = 0; j < n; ++j) magnitude += acc_magnitude[size_t(i + j * m)];
+      int64_t terms = 0;
+      switch (epilogue_parts(g.epilogue).bias_grad) {
+        case BiasGradPart::rows_of_g:  // Σ_j g[i,j]
+          for (int64_t j = 0; j < n; ++j) magnitude += acc_magnitude[size_t(i + j * m)];
+          terms = n;
+          break;
+        case BiasGradPart::columns_of_op_b:  // Σ_p op(B)[p,i]
+          for (int64_t p = 0; p < k; ++p) magnitude += std::fabs(op_b(p, i));
+          terms = k;
+          break;
+        case BiasGradPart::rows_of_op_a:  // Σ_p op(A)[i,p]
+          for (int64_t p = 0; p < k; ++p) magnitude += std::fabs(op_a(i, p));
+          terms = k;
+          break;
+        case BiasGradPart::none:
+          finding("a call that ran wrote a bias gradient its epilogue does not have", call.text);
       }
       const double got = value_in(after, g.bias_grad.data, int(g.bias_grad.dtype), i);
       const double want = value_in(reference, g.bias_grad.data, int(g.bias_grad.dtype), i);
-      if (!close(got, want, magnitude, int(g.bias_grad.dtype), over_n ? k : n)) {
+      if (!close(got, want, magnitude, int(g.bias_grad.dtype), terms)) {
         char text[200];
         std::snprintf(text, sizeof text, "bias_grad[%lld] = %.9g, the reference backend gives %.9g",
                       static_cast<long long>(i), got, want);
@@ -739,10 +786,14 @@ bool needs_missing_storage(const Call& call, const GemmMeaning& g) {
 
 const char* status_text(epigemm_status_t s) { return epigemm_status_name(s); }
 
-// EPIGEMM_FUZZ_VERBOSE=1: every call printed before it is made (to replay one input).
+// EPIGEMM_FUZZ_VERBOSE=1: every call printed before it is made (to replay one input), and its
+// status and the oracle's verdict after it (to see which paths a corpus reaches).
+bool verbose() {
+  static const bool on = std::getenv("EPIGEMM_FUZZ_VERBOSE") != nullptr;
+  return on;
+}
 void announce(const Call& call, const void* workspace, size_t workspace_bytes) {
-  static const bool verbose = std::getenv("EPIGEMM_FUZZ_VERBOSE") != nullptr;
-  if (verbose) std::fprintf(stderr, "call: %s; offered workspace %p + %zu\n", call.text.c_str(), workspace, workspace_bytes);
+  if (verbose()) std::fprintf(stderr, "call: %s; offered workspace %p + %zu\n", call.text.c_str(), workspace, workspace_bytes);
 }
 
 // The status a call must return for the oracle's verdict: `sized` is what the matching workspace
@@ -847,8 +898,11 @@ void check_call(Call& call, const Prediction& p, epigemm_status_t status, int ba
                 const GemmMeaning& g, bool upper_bound = false) {
   expect_status(call, p, status, backend, offer.short_of_needed, upper_bound);
   if (status == EPIGEMM_STATUS_SUCCESS) {
-    check_success(call, g, last_backend());
+    const epigemm_backend_t ran = last_backend();
+    if (verbose()) std::fprintf(stderr, "  -> SUCCESS on %s\n", epigemm_backend_name(ran));
+    check_success(call, g, ran);
   } else {
+    if (verbose()) std::fprintf(stderr, "  -> %s (%s)\n", status_text(status), p.why.c_str());
     expect_untouched(call, "a call that failed");
   }
 }
@@ -860,9 +914,25 @@ void run_gemm(Input& in, Call& call) {
   GemmMeaning g = call.g;
   g.workspace = nullptr;
   g.workspace_bytes = 0;
-  epigemm_gemm_desc_t desc = make_description(g, g.backend);
+  SetterRefusal refusal;
+  epigemm_gemm_desc_t desc = make_description(g, g.backend, call.activation_set, &refusal);
   call.text = describe(g);
   Prediction p = check_gemm(&g, process().machine);
+  if (refusal.setter != nullptr) {
+    if (refusal.status != EPIGEMM_STATUS_INVALID_VALUE || p.verdict != Verdict::invalid) {
+      finding(std::string("epigemm_gemm_desc_") + refusal.setter + " answered " + status_text(refusal.status) +
+                  " (the oracle: " + (p.verdict == Verdict::invalid ? "invalid, " + p.why : std::string("valid")) + ")",
+              call.text);
+    }
+    epigemm_gemm_desc_destroy(desc);
+    return;
+  }
+  // The names of the epilogue and activation, whatever the value: a static string each.
+  const char* names[] = {epigemm_epilogue_name(epigemm_epilogue_t(g.epilogue)),
+                         epigemm_activation_name(epigemm_activation_t(g.activation))};
+  for (const char* name : names) {
+    if (name == nullptr || std::strlen(name) == 0) finding("an epilogue or activation name is NULL or empty", call.text);
+  }
   prepare_operands(call, g);
   if (p.verdict == Verdict::runs && needs_missing_storage(call, g)) {
     epigemm_gemm_desc_destroy(desc);
@@ -949,7 +1019,8 @@ void run_layer(Input& in, Call& call) {
   Prediction p = check_layer(layer_args(call, backend, nullptr, 0), process().machine, &g);
   if (p.verdict != Verdict::invalid) prepare_operands(call, g);  // g is the mapped GEMM then
   call.text = std::string(call.pass == Pass::fprop ? "fprop" : call.pass == Pass::dgrad ? "dgrad" : "wgrad") +
-              " as " + describe(g);
+              (call.layer_activation ? "_act(activation " + std::to_string(call.g.activation) + ")" : "") +
+              (call.with_pre ? " with pre_act" : "") + " as " + describe(g);
   if (p.verdict == Verdict::runs && needs_missing_storage(call, g)) return;
   // The layer workspace query for these sizes promises enough for any layer call of them.
   size_t needed = 0;
@@ -973,12 +1044,19 @@ void run_layer(Input& in, Call& call) {
   epigemm_status_t status = EPIGEMM_STATUS_INTERNAL_ERROR;
   switch (call.pass) {
     case Pass::fprop:
-      status = epigemm_linear_fprop(ctx, args.x, args.w, args.bias, args.pre_gelu, args.out, offer.data,
-                                    offer.bytes, nullptr);
+      status = call.layer_activation
+                   ? epigemm_linear_fprop_act(ctx, args.x, args.w, args.bias, epigemm_activation_t(args.activation),
+                                              args.pre_act, args.out, offer.data, offer.bytes, nullptr)
+                   : epigemm_linear_fprop(ctx, args.x, args.w, args.bias, args.pre_act, args.out, offer.data,
+                                          offer.bytes, nullptr);
       break;
     case Pass::dgrad:
-      status = epigemm_linear_dgrad(ctx, args.dy, args.w, args.pre_gelu, args.bias_grad, args.out, offer.data,
-                                    offer.bytes, nullptr);
+      status = call.layer_activation
+                   ? epigemm_linear_dgrad_act(ctx, args.dy, args.w, epigemm_activation_t(args.activation),
+                                              args.pre_act, args.bias_grad, args.out, offer.data, offer.bytes,
+                                              nullptr)
+                   : epigemm_linear_dgrad(ctx, args.dy, args.w, args.pre_act, args.bias_grad, args.out,
+                                          offer.data, offer.bytes, nullptr);
       break;
     case Pass::wgrad:
       status = epigemm_linear_wgrad(ctx, args.x, args.dy, args.out, args.accumulate, args.bias_grad, offer.data,
@@ -1049,7 +1127,7 @@ void run_handles(Input& in) {
   const epigemm_tensor_t t{nullptr, EPIGEMM_DTYPE_F32, 0, 0, 1, EPIGEMM_MEMORY_HOST};
   for (int op = in.pick(4) + 1; op > 0; --op) {
     epigemm_status_t s = EPIGEMM_STATUS_SUCCESS;
-    switch (in.pick(12)) {
+    switch (in.pick(15)) {
       case 0: s = epigemm_context_destroy(bad_ctx); break;
       case 1: s = epigemm_gemm_desc_destroy(bad_desc); break;
       case 2: s = epigemm_context_set_backend(bad_ctx, EPIGEMM_BACKEND_REFERENCE); break;
@@ -1063,6 +1141,14 @@ void run_handles(Input& in) {
       case 10:
         s = epigemm_backend_usable(bad_ctx, EPIGEMM_BACKEND_REFERENCE) == 0 ? EPIGEMM_STATUS_INVALID_VALUE
                                                                            : EPIGEMM_STATUS_SUCCESS;
+        break;
+      case 11: s = epigemm_gemm_desc_set_activation(bad_desc, EPIGEMM_ACTIVATION_RELU); break;
+      case 12:
+        s = epigemm_linear_fprop_act(bad_ctx, &t, &t, nullptr, EPIGEMM_ACTIVATION_SILU, &t, &t, nullptr, 0, nullptr);
+        break;
+      case 13:
+        s = epigemm_linear_dgrad_act(bad_ctx, &t, &t, EPIGEMM_ACTIVATION_GELU_ERF, &t, nullptr, &t, nullptr, 0,
+                                     nullptr);
         break;
       default:
         if (epigemm_context_last_error(bad_ctx) == nullptr) finding("last_error returned NULL", text);
@@ -1095,9 +1181,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       run_classic(in, call);
       break;
     case Entry::fprop:
+    case Entry::fprop_act:
+      call.pass = Pass::fprop;
+      call.layer_activation = call.entry == Entry::fprop_act;
+      run_layer(in, call);
+      break;
     case Entry::dgrad:
+    case Entry::dgrad_act:
+      call.pass = Pass::dgrad;
+      call.layer_activation = call.entry == Entry::dgrad_act;
+      run_layer(in, call);
+      break;
     case Entry::wgrad:
-      call.pass = call.entry == Entry::fprop ? Pass::fprop : call.entry == Entry::dgrad ? Pass::dgrad : Pass::wgrad;
+      call.pass = Pass::wgrad;
       run_layer(in, call);
       break;
     case Entry::linear_size:

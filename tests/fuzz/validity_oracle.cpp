@@ -99,10 +99,32 @@ Prediction backend_verdict(int backend, int memory, const Machine& machine) {
 
 }  // namespace
 
-bool writes_aux(int e) { return e == EPIGEMM_EPILOGUE_GELU_AUX || e == EPIGEMM_EPILOGUE_GELU_AUX_BIAS; }
-bool reads_aux(int e) { return e == EPIGEMM_EPILOGUE_DGELU || e == EPIGEMM_EPILOGUE_DGELU_BGRAD; }
-bool reads_bias(int e) { return e == EPIGEMM_EPILOGUE_BIAS || e == EPIGEMM_EPILOGUE_GELU_AUX_BIAS; }
-bool writes_bias_grad(int e) { return e == EPIGEMM_EPILOGUE_DGELU_BGRAD || e == EPIGEMM_EPILOGUE_BGRADB; }
+EpilogueParts epilogue_parts(int e) {
+  // conventions.md §2: the epilogue table read as parts. Indexed by value (epigemm.h): DEFAULT,
+  // BIAS, ACT_AUX (GELU_AUX), ACT_AUX_BIAS, DACT (DGELU), DACT_BGRAD, BGRADB, BGRADA, ACT, ACT_BIAS.
+  //   bias  activation  aux  backward  bias_grad
+  static const EpilogueParts kParts[10] = {
+      {false, false, AuxPart::none, false, BiasGradPart::none},
+      {true, false, AuxPart::none, false, BiasGradPart::none},
+      {false, true, AuxPart::written, false, BiasGradPart::none},
+      {true, true, AuxPart::written, false, BiasGradPart::none},
+      {false, true, AuxPart::read, true, BiasGradPart::none},
+      {false, true, AuxPart::read, true, BiasGradPart::rows_of_g},
+      {false, false, AuxPart::none, false, BiasGradPart::columns_of_op_b},
+      {false, false, AuxPart::none, false, BiasGradPart::rows_of_op_a},
+      {false, true, AuxPart::none, false, BiasGradPart::none},
+      {true, true, AuxPart::none, false, BiasGradPart::none},
+  };
+  return e >= 0 && e < 10 ? kParts[e] : EpilogueParts{};
+}
+
+bool writes_aux(int e) { return epilogue_parts(e).aux == AuxPart::written; }
+bool reads_aux(int e) { return epilogue_parts(e).aux == AuxPart::read; }
+bool reads_bias(int e) { return epilogue_parts(e).bias; }
+bool writes_bias_grad(int e) { return epilogue_parts(e).bias_grad != BiasGradPart::none; }
+int64_t bias_grad_length(int e, int64_t gemm_m, int64_t gemm_n) {
+  return epilogue_parts(e).bias_grad == BiasGradPart::columns_of_op_b ? gemm_n : gemm_m;
+}
 
 int64_t span_bytes(const epigemm_matrix_t& m) {
   return strided_span(m.rows, m.cols, m.ld, int(m.dtype));
@@ -117,7 +139,9 @@ Prediction check_gemm(GemmMeaning* c, const Machine& machine) {
   // Enumerator values (§4: "enum" is a bad argument).
   if (c->transa != 0 && c->transa != 1) return refused("transa not N/T");
   if (c->transb != 0 && c->transb != 1) return refused("transb not N/T");
-  if (c->epilogue < 0 || c->epilogue > 6) return refused("epilogue not 0..6");
+  if (c->epilogue < 0 || c->epilogue > 9) return refused("epilogue not 0..9");
+  // §2, "Activations": the description's activation is checked whatever the epilogue.
+  if (c->activation < 0 || c->activation > 4) return refused("activation not 0..4");
   if (c->backend < 0 || c->backend > 4) return refused("backend not 0..4");
   for (const auto& [m, name] : {std::pair{&c->a, "A"}, std::pair{&c->b, "B"}, std::pair{&c->d, "D"}}) {
     const Prediction p = check_matrix(*m, name);
@@ -151,8 +175,9 @@ Prediction check_gemm(GemmMeaning* c, const Machine& machine) {
   if (c->has_bias_grad) {
     const Prediction p = check_vector(c->bias_grad, "bias_grad");
     if (p.verdict == Verdict::invalid) return p;
-    const int64_t length = e == EPIGEMM_EPILOGUE_BGRADB ? c->gemm_n : c->gemm_m;
-    if (c->bias_grad.length != length) return refused("bias_grad length != gemm_n (BGRADB) / gemm_m");
+    if (c->bias_grad.length != bias_grad_length(e, c->gemm_m, c->gemm_n)) {
+      return refused("bias_grad length != gemm_n (BGRADB) / gemm_m (DACT_BGRAD, BGRADA)");
+    }
   }
   // §4: one memory for every operand.
   const int memory = int(c->d.memory);
@@ -205,6 +230,7 @@ GemmMeaning classic_meaning(const epigemm_matrix_t& A, const epigemm_matrix_t& B
   c.alpha = 1.0f;
   c.beta = accumulate ? 1.0f : 0.0f;
   c.backend = backend;
+  c.activation = EPIGEMM_ACTIVATION_GELU_TANH;
   // "Given" is a non-NULL descriptor with non-NULL data.
   const bool with_bias = bias != nullptr && bias->data != nullptr;
   const bool with_pre = pre_gelu_out != nullptr && pre_gelu_out->data != nullptr;
@@ -234,6 +260,16 @@ Prediction check_layer(const LayerArgs& l, const Machine& machine, GemmMeaning* 
   c->backend = l.backend;
   c->workspace = l.workspace;
   c->workspace_bytes = l.workspace_bytes;
+  // §2, "The layer calls": the _act calls take the activation (any int: §4 refuses what the header
+  // does not define); epigemm_linear_fprop applies gelu_tanh when pre_gelu is given and the
+  // identity otherwise, epigemm_linear_dgrad gelu_tanh'.
+  if (l.with_activation) {
+    if (l.activation < 0 || l.activation > 4) return refused("activation not 0..4");
+    c->activation = l.activation;
+  } else {
+    c->activation = l.pass == Pass::fprop && l.pre_act == nullptr ? EPIGEMM_ACTIVATION_IDENTITY
+                                                                  : EPIGEMM_ACTIVATION_GELU_TANH;
+  }
   auto check = [](const epigemm_tensor_t* t, const char* name) { return check_tensor(t, name); };
   switch (l.pass) {
     case Pass::fprop: {
@@ -245,10 +281,10 @@ Prediction check_layer(const LayerArgs& l, const Machine& machine, GemmMeaning* 
       if (l.w->cols != in) return refused("fprop: W's columns != in_features");
       if (l.out->rows != tokens || l.out->cols != out) return refused("fprop: Y is not [tokens, out]");
       if (l.bias != nullptr && l.bias->length != out) return refused("fprop: bias length != out_features");
-      if (l.pre_gelu != nullptr) {
-        const Prediction p = check(l.pre_gelu, "pre_gelu");
+      if (l.pre_act != nullptr) {
+        const Prediction p = check(l.pre_act, "pre_act");
         if (p.verdict == Verdict::invalid) return p;
-        if (l.pre_gelu->rows != tokens || l.pre_gelu->cols != out) return refused("fprop: pre_gelu is not [tokens, out]");
+        if (l.pre_act->rows != tokens || l.pre_act->cols != out) return refused("fprop: pre_act is not [tokens, out]");
       }
       // fprop: A = W (T), B = X (N), D = Y; gemm_m = out, gemm_n = tokens, gemm_k = in.
       c->a = column_major(*l.w);
@@ -256,15 +292,23 @@ Prediction check_layer(const LayerArgs& l, const Machine& machine, GemmMeaning* 
       c->b = column_major(*l.x);
       c->transb = EPIGEMM_OP_N;
       c->d = column_major(*l.out);
-      c->epilogue = l.pre_gelu ? (l.bias ? EPIGEMM_EPILOGUE_GELU_AUX_BIAS : EPIGEMM_EPILOGUE_GELU_AUX)
-                               : (l.bias ? EPIGEMM_EPILOGUE_BIAS : EPIGEMM_EPILOGUE_DEFAULT);
-      if (l.bias) {
+      // With pre_act ACT_AUX(_BIAS); without, ACT(_BIAS), which is DEFAULT / BIAS for the identity.
+      const bool bias = l.bias != nullptr;
+      if (l.pre_act != nullptr) {
+        c->epilogue = bias ? EPIGEMM_EPILOGUE_ACT_AUX_BIAS : EPIGEMM_EPILOGUE_ACT_AUX;
+      } else if (c->activation == EPIGEMM_ACTIVATION_IDENTITY) {
+        c->epilogue = bias ? EPIGEMM_EPILOGUE_BIAS : EPIGEMM_EPILOGUE_DEFAULT;
+      } else {
+        c->epilogue = bias ? EPIGEMM_EPILOGUE_ACT_BIAS : EPIGEMM_EPILOGUE_ACT;
+      }
+      if (bias) {
         c->has_bias = true;
         c->bias = *l.bias;
       }
       break;
     }
     case Pass::dgrad: {
+      if (l.with_activation && l.pre_act == nullptr) return refused("dgrad_act: pre_act is NULL (required)");
       for (const auto& [t, name] : {std::pair{l.dy, "dY"}, std::pair{l.w, "W"}, std::pair{l.out, "dX"}}) {
         const Prediction p = check(t, name);
         if (p.verdict == Verdict::invalid) return p;
@@ -272,12 +316,12 @@ Prediction check_layer(const LayerArgs& l, const Machine& machine, GemmMeaning* 
       const int64_t tokens = l.dy->rows, out = l.dy->cols, in = l.w->cols;
       if (l.w->rows != out) return refused("dgrad: W's rows != out_features");
       if (l.out->rows != tokens || l.out->cols != in) return refused("dgrad: dX is not [tokens, in]");
-      if (l.bias_grad != nullptr && l.pre_gelu == nullptr) return refused("dgrad: bias_grad without pre_gelu");
+      if (l.bias_grad != nullptr && l.pre_act == nullptr) return refused("dgrad: bias_grad without pre_gelu");
       if (l.bias_grad != nullptr && l.bias_grad->length != in) return refused("dgrad: bias_grad length != in_features");
-      if (l.pre_gelu != nullptr) {
-        const Prediction p = check(l.pre_gelu, "pre_gelu");
+      if (l.pre_act != nullptr) {
+        const Prediction p = check(l.pre_act, "pre_act");
         if (p.verdict == Verdict::invalid) return p;
-        if (l.pre_gelu->rows != tokens || l.pre_gelu->cols != in) return refused("dgrad: pre_gelu is not [tokens, in]");
+        if (l.pre_act->rows != tokens || l.pre_act->cols != in) return refused("dgrad: pre_act is not [tokens, in]");
       }
       // dgrad: A = W (N), B = dY (N), D = dX; gemm_m = in, gemm_n = tokens, gemm_k = out.
       c->a = column_major(*l.w);
@@ -285,8 +329,8 @@ Prediction check_layer(const LayerArgs& l, const Machine& machine, GemmMeaning* 
       c->b = column_major(*l.dy);
       c->transb = EPIGEMM_OP_N;
       c->d = column_major(*l.out);
-      c->epilogue = l.pre_gelu ? (l.bias_grad ? EPIGEMM_EPILOGUE_DGELU_BGRAD : EPIGEMM_EPILOGUE_DGELU)
-                               : EPIGEMM_EPILOGUE_DEFAULT;
+      c->epilogue = l.pre_act ? (l.bias_grad ? EPIGEMM_EPILOGUE_DACT_BGRAD : EPIGEMM_EPILOGUE_DACT)
+                              : EPIGEMM_EPILOGUE_DEFAULT;
       if (l.bias_grad) {
         c->has_bias_grad = true;
         c->bias_grad = *l.bias_grad;
@@ -317,9 +361,9 @@ Prediction check_layer(const LayerArgs& l, const Machine& machine, GemmMeaning* 
       break;
     }
   }
-  if (l.pre_gelu != nullptr && l.pass != Pass::wgrad) {
+  if (l.pre_act != nullptr && l.pass != Pass::wgrad) {
     c->has_aux = true;
-    c->aux = column_major(*l.pre_gelu);
+    c->aux = column_major(*l.pre_act);
   }
   return check_gemm(c, machine);
 }
@@ -343,10 +387,13 @@ Prediction check_linear_workspace_size(int64_t tokens, int64_t in, int64_t out, 
 }
 
 Access accessed(const GemmMeaning& c) {
+  // §4, "Degenerate sizes": the product needs gemm_m, gemm_n > 0; a bias gradient over op(B)'s
+  // columns (op(A)'s rows) is still written when gemm_m (gemm_n) is 0, from B (A) when gemm_k > 0.
   Access a;
+  const BiasGradPart sums = epilogue_parts(c.epilogue).bias_grad;
   const bool product = c.gemm_m > 0 && c.gemm_n > 0;
-  a.a = product && c.gemm_k > 0;
-  a.b = a.a || (c.epilogue == EPIGEMM_EPILOGUE_BGRADB && c.gemm_n > 0 && c.gemm_k > 0);
+  a.a = (product && c.gemm_k > 0) || (sums == BiasGradPart::rows_of_op_a && c.gemm_m > 0 && c.gemm_k > 0);
+  a.b = (product && c.gemm_k > 0) || (sums == BiasGradPart::columns_of_op_b && c.gemm_n > 0 && c.gemm_k > 0);
   a.d = product;
   a.bias = c.has_bias && product;
   a.aux = c.has_aux && product;
