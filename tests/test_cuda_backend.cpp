@@ -441,9 +441,9 @@ TEST(CudaBackend, BiasOnMoreThan2To31Elements) {
   ASSERT_CUDA(cudaMalloc(&b_dev, b.size() * 2));
   ASSERT_CUDA(cudaMalloc(&bias_dev, bias.size() * 4));
   ASSERT_CUDA(cudaMalloc(&d_dev, d_bytes));
-  ASSERT_CUDA(cudaMemcpy(a_dev, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
-  ASSERT_CUDA(cudaMemcpy(b_dev, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
-  ASSERT_CUDA(cudaMemcpy(bias_dev, bias.data(), bias.size() * 4, cudaMemcpyHostToDevice));
+  ASSERT_TRUE(epigemm_test::copy_to_device_and_wait(a_dev, a.data(), a.size() * 2));
+  ASSERT_TRUE(epigemm_test::copy_to_device_and_wait(b_dev, b.data(), b.size() * 2));
+  ASSERT_TRUE(epigemm_test::copy_to_device_and_wait(bias_dev, bias.data(), bias.size() * 4));
   ASSERT_CUDA(cudaMemset(d_dev, 0xff, d_bytes));  // 0xffff is a bf16 NaN: unwritten shows
 
   // A is m x 1 (transa N), B is 1 x n (transb N).
@@ -601,7 +601,7 @@ TEST(CudaKernels, EveryOpAndActivationMatchesTheHost) {
       }
       void* device = nullptr;
       EXPECT_EQ(cudaMalloc(&device, bytes.size()), cudaSuccess);
-      EXPECT_EQ(cudaMemcpy(device, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+      EXPECT_TRUE(epigemm_test::copy_to_device_and_wait(device, bytes.data(), bytes.size()));
       return device;
     };
     std::vector<void*> buffers;
@@ -790,7 +790,7 @@ struct Mirrored {
     if (device == nullptr) {
       ASSERT_EQ(cudaMalloc(&device, host.size()), cudaSuccess);
     }
-    EXPECT_EQ(cudaMemcpy(device, host.data(), host.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    EXPECT_TRUE(epigemm_test::copy_to_device_and_wait(device, host.data(), host.size()));
   }
   void download() { EXPECT_EQ(cudaMemcpy(host.data(), device, host.size(), cudaMemcpyDeviceToHost), cudaSuccess); }
   epigemm_matrix_t matrix(epigemm_memory_t memory) {

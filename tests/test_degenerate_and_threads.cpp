@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "epigemm/epigemm.h"
+#include "harness/harness.hpp"
 
 #ifdef EPIGEMM_TESTS_WITH_CUDA
 #include <cuda_runtime.h>
@@ -116,7 +117,7 @@ class Buffer {
   void upload() {
 #ifdef EPIGEMM_TESTS_WITH_CUDA
     if (device_) {
-      EXPECT_EQ(cudaMemcpy(device_, host_.data(), host_.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+      EXPECT_TRUE(epigemm_test::copy_to_device_and_wait(device_, host_.data(), host_.size() * sizeof(float)));
     }
 #endif
   }

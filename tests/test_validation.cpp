@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "epigemm/epigemm.h"
+#include "harness/harness.hpp"
 
 #ifdef EPIGEMM_TESTS_WITH_CUDA
 #include <cuda_runtime.h>
@@ -1166,7 +1167,7 @@ TEST(BadInput, InsufficientWorkspaceIsRefused) {
       if (probe.memory == EPIGEMM_MEMORY_DEVICE) {
         for (int slot = 0; slot < kSlots; ++slot) {
           ASSERT_EQ(cudaMalloc(&device[slot], kArenaBytes), cudaSuccess);
-          ASSERT_EQ(cudaMemcpy(device[slot], s.base(Slot(slot)), kArenaBytes, cudaMemcpyHostToDevice), cudaSuccess);
+          ASSERT_TRUE(epigemm_test::copy_to_device_and_wait(device[slot], s.base(Slot(slot)), kArenaBytes));
         }
         epigemm_matrix_t* mats[] = {&s.A, &s.B, &s.D, &s.aux};
         const Slot mat_slots[] = {kA, kB, kD, kAux};

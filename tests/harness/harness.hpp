@@ -96,6 +96,12 @@ class Rng {
 
 // One operand: a column-major rows x cols matrix with leading dimension ld (a vector is
 // length x 1), in a buffer with a guard before and after; element (r, c) at data[r + c * ld].
+// Copies `bytes` host -> device and waits until they are there. From pageable host memory
+// cudaMemcpy may return before the DMA into device memory is done, and the calls under test run
+// on non-blocking streams that do not wait for the legacy stream's copies: every upload of the
+// tests goes through here. Returns false (with a test failure added) when CUDA refuses.
+bool copy_to_device_and_wait(void* device, const void* host, size_t bytes);
+
 // The host buffer is the truth; for device targets upload()/download() move the whole buffer
 // (guards and padding included) to and from a cudaMalloc'ed mirror.
 class Tensor {

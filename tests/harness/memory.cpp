@@ -279,18 +279,26 @@ epigemm_tensor_t Tensor::row_major(epigemm_memory_t memory) const {
   return epigemm_tensor_t{data, dtype_, cols_, rows_, ld_, memory};
 }
 
+bool copy_to_device_and_wait(void* device, const void* host, size_t bytes) {
+#ifdef EPIGEMM_TESTS_WITH_CUDA
+  // Without the wait a call (or the download of an untouched buffer) could read device memory the
+  // copy has not reached yet: seen with 16 test processes sharing one GPU.
+  return cuda_ok(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D") &&
+         cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the upload");
+#else
+  (void)device, (void)host, (void)bytes;
+  ADD_FAILURE() << "harness: copy_to_device_and_wait() in a build without CUDA";
+  return false;
+#endif
+}
+
 void Tensor::upload() {
 #ifdef EPIGEMM_TESTS_WITH_CUDA
   if (device_ == nullptr && !cuda_ok(cudaMalloc(&device_, bytes_), "cudaMalloc")) {
     device_ = nullptr;
     return;
   }
-  cuda_ok(cudaMemcpy(device_, host_.get(), bytes_, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
-  // From pageable host memory cudaMemcpy may return before the DMA into device memory is done,
-  // and the call under test runs on a non-blocking stream that does not wait for the legacy
-  // stream's copies: without this the call (or the download of an untouched buffer) could read
-  // device memory the copy has not reached yet. Seen with 16 test processes sharing one GPU.
-  cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the upload");
+  copy_to_device_and_wait(device_, host_.get(), bytes_);
 #else
   ADD_FAILURE() << "harness: upload() in a build without CUDA";
 #endif
