@@ -29,6 +29,7 @@ step "device"
   nvcc --version 2>&1 | tail -1
   "$PYTHON" -c 'import sys, torch, numpy; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "numpy", numpy.__version__)' 2>&1
   "$PYTHON" -c 'import nanobind, scikit_build_core; print("nanobind", nanobind.__version__, "scikit-build-core", scikit_build_core.__version__)' 2>&1
+  echo "CXXFLAGS='${CXXFLAGS:-}' LDFLAGS='${LDFLAGS:-}'"
 } | tee "$OUT/device.txt"
 
 if "$PYTHON" -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)'; then
@@ -57,6 +58,13 @@ if has_step build; then
   "$VPY" -m pip install --no-deps --no-index --force-reinstall "$WORK"/wheel/epigemm-*.whl > "$OUT/install.log" 2>&1 || {
     cat "$OUT/install.log"; echo "INSTALL FAILED"; exit 1; }
   ls -l "$WORK"/wheel/ | tail -1
+  # Which libstdc++ the module uses (a static copy shows no libstdc++.so line), and that it
+  # exports nothing but its init function.
+  module=$(ls "$WORK"/build/python/_epigemm*.so 2>/dev/null | head -1)
+  if [ -n "$module" ]; then
+    echo "module links: $(ldd "$module" | grep -oE 'lib(stdc\+\+|gomp|openblas|cublas)[^ ]*' | tr '\n' ' ')"
+    echo "module exports $(nm -D --defined-only "$module" | wc -l) symbols: $(nm -D --defined-only "$module" | awk '{print $3}' | head -5 | tr '\n' ' ')"
+  fi
 fi
 (cd "$WORK" && "$VPY" -c 'import epigemm; print("epigemm", epigemm.__version__, "with CUDA:", epigemm.with_cuda)') || {
   echo "epigemm is not installed in $VPY: run the build step"; exit 1; }
