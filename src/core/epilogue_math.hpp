@@ -125,28 +125,32 @@ struct ActivationLimits {
 // erfc(x) for the float evaluations (the cpu backend's scalar code and SIMD lanes, the CUDA
 // kernels): the Chebyshev fit of Numerical Recipes (erfcc), erfc(z) = t exp(-z^2 - 1.26551223 +
 // t P(t)) with t = 1 / (1 + z / 2) for z >= 0, whose fractional error is below 1.2e-7 everywhere,
-// and erfc(x) = 2 - erfc(-x) for x < 0. One exponential and one division, like gelu_tanh: the
-// device's erfcf measured about twice the cost of the whole gelu_tanh evaluation (the GELU kernels
-// reached 0.45-0.66 of the copy bandwidth with it, gelu_tanh's 0.75-0.92), and the vector lanes
-// have no erfc of their own. In fp32 the exponent's own rounding (an ulp of z^2) adds a relative
-// error near 1e-7 z^2 in the far tail, where erfc is below 1e-7 of its largest value. NaN stays
-// NaN (t and the exponent are NaN); erfc(+Inf) = 0 and erfc(-Inf) = 2 exactly.
+// and erfc(x) = 2 - erfc(-x) for x < 0. Evaluated in base 2, t 2^(Q(t) - z^2 log2(e)) with
+// Q = log2(e) (-1.26551223 + t P(t)) (the fit's coefficients times log2(e), rounded to float):
+// exp2 is the hardware's own instruction on the GPU, where the base-e exp first scales its
+// argument in extra precision, and the epilogue kernels of gelu_erf are bound by their arithmetic,
+// not by memory (the device's erfcf cost twice a whole gelu_tanh evaluation, and the vector lanes
+// have no erfc of their own). In fp32 the rounding of the exponent (an ulp of z^2 log2(e)) gives
+// a relative error near 1e-7 z^2 in the far tail, where erfc is below 1e-7 of its largest value.
+// NaN stays NaN (t and the exponent are NaN); erfc(+Inf) = 0 and erfc(-Inf) = 2 exactly.
 template <typename T>
 EPIGEMM_HOST_DEVICE T erfc_fit(T x) {
-  using std::exp;
+  using std::exp2;
   const T z = where(x < T(0), T(0) - x, x);
   const T t = T(1) / (T(1) + T(0.5f) * z);
-  T p = T(0.17087277f);
-  p = p * t + T(-0.82215223f);
-  p = p * t + T(1.48851587f);
-  p = p * t + T(-1.13520398f);
-  p = p * t + T(0.27886807f);
-  p = p * t + T(-0.18628806f);
-  p = p * t + T(0.09678418f);
-  p = p * t + T(0.37409196f);
-  p = p * t + T(1.00002368f);
-  p = p * t + T(-1.26551223f);
-  const T upper = t * exp(p - z * z);
+  T q = T(0.246517301f);  // 0.17087277 log2(e)
+  q = q * t + T(-1.18611491f);
+  q = q * t + T(2.14747453f);
+  q = q * t + T(-1.63775313f);
+  q = q * t + T(0.402321577f);
+  q = q * t + T(-0.268756866f);
+  q = q * t + T(0.139630049f);
+  q = q * t + T(0.539700627f);
+  q = q * t + T(1.44272923f);
+  // -1.26551223 log2(e) = -1.82574821, moved by 2 ulp so that Q(1) is exactly 0 in float: erfc(0) = 1
+  // and gelu_erf'(0) = 1/2 exactly, as in double.
+  q = q * t + T(-1.82574844f);
+  const T upper = t * exp2(q - z * (z * T(1.44269502f)));
   return where(x < T(0), T(2) - upper, upper);
 }
 
@@ -156,6 +160,18 @@ EPIGEMM_HOST_DEVICE double erfc_of(double x) { return std::erfc(x); }
 template <typename T>
 EPIGEMM_HOST_DEVICE T erfc_of(T x) {
   return erfc_fit(x);
+}
+
+// exp(-x^2 / 2): libm's exp in double (the reference backend); for the float evaluations
+// 2^(-x^2 log2(e) / 2), as the fit above (one hardware instruction on the GPU).
+EPIGEMM_HOST_DEVICE double gaussian_kernel(double x) {
+  using std::exp;
+  return exp(-0.5 * x * x);
+}
+template <typename T>
+EPIGEMM_HOST_DEVICE T gaussian_kernel(T x) {
+  using std::exp2;
+  return exp2(x * (x * T(-0.721347511f)));  // -log2(e) / 2
 }
 
 // gelu_erf(x) = 0.5 x (1 + erf(x / sqrt(2))), evaluated as 0.5 x erfc(-x / sqrt(2)): the same
@@ -171,9 +187,9 @@ EPIGEMM_HOST_DEVICE T gelu_erf(T x) {
 // gelu_erf'(x) = 0.5 (1 + erf(x / sqrt(2))) + x exp(-x^2 / 2) / sqrt(2 pi)
 template <typename T>
 EPIGEMM_HOST_DEVICE T gelu_erf_grad(T x) {
-  using std::exp;
   using C = ActivationLimits<typename ScalarOf<T>::type>;
-  const T inside = T(0.5) * erfc_of(T(0) - x * C::sqrt_half) + x * exp(T(-0.5) * x * x) * C::inv_sqrt_2pi;
+  const T inside =
+      T(0.5) * erfc_of(T(0) - x * C::sqrt_half) + x * gaussian_kernel(x) * C::inv_sqrt_2pi;
   return where(x > C::saturation, T(1), where(x < -C::saturation, T(0), inside));
 }
 

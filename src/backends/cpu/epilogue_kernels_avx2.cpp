@@ -120,6 +120,7 @@ struct Avx2Ops {
 
 // Found by argument-dependent lookup from the activation functors (epilogue_math.hpp).
 inline Float8 exp(Float8 x) { return epilogue_kernels_impl::exp_lanes<Avx2Ops>(x); }
+inline Float8 exp2(Float8 x) { return epilogue_kernels_impl::exp2_lanes<Avx2Ops>(x); }
 // NaN lanes (unordered with themselves).
 inline Mask8 is_nan(Float8 x) { return Mask8{_mm256_cmp_ps(x.v, x.v, _CMP_UNORD_Q)}; }
 

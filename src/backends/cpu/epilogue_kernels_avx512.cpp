@@ -115,6 +115,7 @@ struct Avx512Ops {
 
 // Found by argument-dependent lookup from the activation functors (epilogue_math.hpp).
 inline Float16 exp(Float16 x) { return epilogue_kernels_impl::exp_lanes<Avx512Ops>(x); }
+inline Float16 exp2(Float16 x) { return epilogue_kernels_impl::exp2_lanes<Avx512Ops>(x); }
 // NaN lanes (unordered with themselves).
 inline Mask16 is_nan(Float16 x) { return Mask16{_mm512_cmp_ps_mask(x.v, x.v, _CMP_UNORD_Q)}; }
 

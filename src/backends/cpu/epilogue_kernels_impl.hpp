@@ -51,25 +51,16 @@ constexpr int64_t lesser(int64_t a, int64_t b) {
   return a < b ? a : b;
 }
 
-// exp on the lanes of a SIMD build, from the primitives its Ops provides: fma(a, b, c) = a b + c
-// (one rounding), round_to_int(V) (to nearest, as floats), min/max(V, V) (returning the second
+// exp and exp2 on the lanes of a SIMD build, from the primitives its Ops provides:
+// fma(a, b, c) = a b + c (one rounding), round_to_int(V) (to nearest, as floats), min/max(V, V) (returning the second
 // operand where either is NaN, as x86's minps/maxps), and scale_by_two_to(p, n) = p 2^n for
 // integral n in [-150, 129].
 //
-// exp(x) = 2^n exp(r), n = round(x / ln 2), r = x - n ln 2 in [-ln2/2, ln2/2]. ln 2 is split in
-// two floats and r formed with FMAs, so r is good to about an ulp. exp(r) is the Taylor series
-// to r^7: the first term left out, (ln2/2)^8 / 8! = 5e-9, is below a tenth of an ulp. x is first
-// clamped to [-104, 89] (beyond which exp is 0 or Inf in float); NaN passes through the clamp
-// (the NaN operand is the second one) and the polynomial.
+// 2^n exp(r) for |r| <= ln2/2 and integral n in [-150, 128] (as floats): exp(r) is the Taylor
+// series to r^7; the first term left out, (ln2/2)^8 / 8! = 5e-9, is below a tenth of an ulp.
 template <class Ops>
-typename Ops::V exp_lanes(typename Ops::V x) {
+typename Ops::V two_to_n_exp_r(typename Ops::V n, typename Ops::V r) {
   using V = typename Ops::V;
-  const V clamped = Ops::min(V(89.0f), Ops::max(V(-104.0f), x));
-  const V n = Ops::round_to_int(clamped * V(1.44269504088896341f));
-  const float ln2_high = 0.693147182464599609375f;  // float(ln 2)
-  const float ln2_low = -1.904654299957768e-09f;    // ln 2 - ln2_high
-  V r = Ops::fma(n, V(-ln2_high), clamped);
-  r = Ops::fma(n, V(-ln2_low), r);
   V p = V(1.0f / 5040.0f);
   p = Ops::fma(p, r, V(1.0f / 720.0f));
   p = Ops::fma(p, r, V(1.0f / 120.0f));
@@ -79,6 +70,33 @@ typename Ops::V exp_lanes(typename Ops::V x) {
   p = Ops::fma(p, r, V(1.0f));
   p = Ops::fma(p, r, V(1.0f));
   return Ops::scale_by_two_to(p, n);
+}
+
+// exp(x) = 2^n exp(r), n = round(x / ln 2), r = x - n ln 2 in [-ln2/2, ln2/2]. ln 2 is split in
+// two floats and r formed with FMAs, so r is good to about an ulp. x is first clamped to
+// [-104, 89] (beyond which exp is 0 or Inf in float); NaN passes through the clamp (the NaN
+// operand is the second one) and the polynomial.
+template <class Ops>
+typename Ops::V exp_lanes(typename Ops::V x) {
+  using V = typename Ops::V;
+  const V clamped = Ops::min(V(89.0f), Ops::max(V(-104.0f), x));
+  const V n = Ops::round_to_int(clamped * V(1.44269504088896341f));
+  const float ln2_high = 0.693147182464599609375f;  // float(ln 2)
+  const float ln2_low = -1.904654299957768e-09f;    // ln 2 - ln2_high
+  V r = Ops::fma(n, V(-ln2_high), clamped);
+  r = Ops::fma(n, V(-ln2_low), r);
+  return two_to_n_exp_r<Ops>(n, r);
+}
+
+// exp2 on the lanes: 2^x = 2^n exp((x - n) ln 2), n = round(x); x - n is exact, and the one
+// rounding of (x - n) ln 2 is below an ulp of a number at most ln2/2. x is first clamped to
+// [-150, 128] (beyond which 2^x is 0 or Inf in float); NaN passes through as in exp_lanes.
+template <class Ops>
+typename Ops::V exp2_lanes(typename Ops::V x) {
+  using V = typename Ops::V;
+  const V clamped = Ops::min(V(128.0f), Ops::max(V(-150.0f), x));
+  const V n = Ops::round_to_int(clamped);
+  return two_to_n_exp_r<Ops>(n, (clamped - n) * V(0.693147180559945309f));
 }
 
 // The structure of an epilogue's element-wise work, as compile-time flags: a bias per row, aux
