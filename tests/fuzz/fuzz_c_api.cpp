@@ -792,7 +792,18 @@ bool verbose() {
   static const bool on = std::getenv("EPIGEMM_FUZZ_VERBOSE") != nullptr;
   return on;
 }
+// The operation calls made (gemm, classic, the linear passes; each after its workspace query),
+// printed when the process exits: a run's size in calls, beside libFuzzer's count of inputs.
+struct CallCounter {
+  unsigned long long calls = 0;
+  ~CallCounter() { std::fprintf(stderr, "epigemm fuzz: %llu operation calls\n", calls); }
+};
+CallCounter& call_counter() {
+  static CallCounter counter;
+  return counter;
+}
 void announce(const Call& call, const void* workspace, size_t workspace_bytes) {
+  ++call_counter().calls;
   if (verbose()) std::fprintf(stderr, "call: %s; offered workspace %p + %zu\n", call.text.c_str(), workspace, workspace_bytes);
 }
 
