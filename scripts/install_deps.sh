@@ -14,8 +14,11 @@ declare -A purpose=(
   [libgtest-dev]="GoogleTest, for the tests"
   [libopenblas-dev]="OpenBLAS, a GEMM engine of the cpu backend"
   [libdnnl-dev]="oneDNN, a GEMM engine of the cpu backend"
+  [python3-venv]="the Python package's tests run in a venv (make python-test)"
+  [python3-dev]="Python's headers, for the Python extension"
 )
-packages=(cmake ninja-build g++ make pkg-config libgtest-dev libopenblas-dev libdnnl-dev)
+packages=(cmake ninja-build g++ make pkg-config libgtest-dev libopenblas-dev libdnnl-dev
+          python3-venv python3-dev)
 # --ci: also what CI's clang, sanitizer and fuzzing builds need (scripts/clang_build.sh,
 # scripts/sanitize.sh): clang, its sanitizer and libFuzzer runtimes, its OpenMP runtime.
 if [ "${1:-}" = "--ci" ]; then packages+=(clang libclang-rt-14-dev libomp-dev); fi
