@@ -193,6 +193,41 @@ class SpecialValues : public ::testing::TestWithParam<Target> {
     return status == EPIGEMM_STATUS_SUCCESS;
   }
 
+  // The side operands of an epilogue (nullptr: not given).
+  struct Sides {
+    Operand* bias = nullptr;
+    Operand* aux = nullptr;
+    Operand* bias_grad = nullptr;
+  };
+
+  // Runs epilogue e with activation a and the side operands on the target (as run()).
+  bool run_epilogue(epigemm_epilogue_t e, epigemm_activation_t a, const Sides& sides, Operand& A, Operand& B,
+                    Operand& D) {
+    epigemm_gemm_desc_t desc = nullptr;
+    EXPECT_EQ(epigemm_gemm_desc_create(&desc), EPIGEMM_STATUS_SUCCESS);
+    if (desc == nullptr) return false;
+    epigemm_gemm_desc_set_epilogue(desc, e);
+    epigemm_gemm_desc_set_activation(desc, a);
+    epigemm_vector_t bias, bias_grad;
+    epigemm_matrix_t aux;
+    if (sides.bias != nullptr) {
+      bias = sides.bias->vector();
+      epigemm_gemm_desc_set_bias(desc, &bias);
+    }
+    if (sides.aux != nullptr) {
+      aux = sides.aux->matrix();
+      epigemm_gemm_desc_set_aux(desc, &aux);
+    }
+    if (sides.bias_grad != nullptr) {
+      bias_grad = sides.bias_grad->vector();
+      epigemm_gemm_desc_set_bias_grad(desc, &bias_grad);
+    }
+    epigemm_gemm_desc_set_backend(desc, GetParam().backend);
+    const bool ok = run(desc, A, B, D);
+    epigemm_gemm_desc_destroy(desc);
+    return ok;
+  }
+
   epigemm_context_t ctx_ = nullptr;
 };
 
@@ -218,18 +253,10 @@ TEST_P(SpecialValues, ForwardNaNAndInfinitiesGiveNaNAndTheLimits) {
         const float biases[kM] = {0.5f, kInf, -kInf, 0.25f, -0.5f, 1.0f, -1.0f, 0.0f};
         for (int64_t i = 0; i < kM; ++i) bias.set(i, 0, biases[i]);
         for (Operand* o : {&A, &B, &bias}) o->upload();
-        epigemm_vector_t bias_vector = bias.vector();
-        epigemm_matrix_t aux_matrix = aux.matrix();
-        epigemm_gemm_desc_t desc = nullptr;
-        ASSERT_EQ(epigemm_gemm_desc_create(&desc), EPIGEMM_STATUS_SUCCESS);
-        epigemm_gemm_desc_set_epilogue(desc, e);
-        epigemm_gemm_desc_set_activation(desc, a);
-        epigemm_gemm_desc_set_bias(desc, &bias_vector);
-        if (e == EPIGEMM_EPILOGUE_ACT_AUX_BIAS) epigemm_gemm_desc_set_aux(desc, &aux_matrix);
-        epigemm_gemm_desc_set_backend(desc, target.backend);
-        const bool ok = run(desc, A, B, D);
-        epigemm_gemm_desc_destroy(desc);
-        if (!ok) continue;
+        Sides sides;
+        sides.bias = &bias;
+        if (e == EPIGEMM_EPILOGUE_ACT_AUX_BIAS) sides.aux = &aux;
+        if (!run_epilogue(e, a, sides, A, B, D)) continue;
         ++ran;
         epigemm_backend_t backend = EPIGEMM_BACKEND_AUTO;
         epigemm_context_last_backend(ctx_, &backend, nullptr);
@@ -285,18 +312,10 @@ TEST_P(SpecialValues, BackwardNaNAndInfinitiesGiveNaNAndTheLimits) {
           for (int64_t i = 3; i < kM; ++i) aux.set(i, j, 0.5f * float(i) - 2.0f);
         }
         for (Operand* o : {&A, &B, &aux}) o->upload();
-        epigemm_matrix_t aux_matrix = aux.matrix();
-        epigemm_vector_t bias_grad_vector = bias_grad.vector();
-        epigemm_gemm_desc_t desc = nullptr;
-        ASSERT_EQ(epigemm_gemm_desc_create(&desc), EPIGEMM_STATUS_SUCCESS);
-        epigemm_gemm_desc_set_epilogue(desc, e);
-        epigemm_gemm_desc_set_activation(desc, a);
-        epigemm_gemm_desc_set_aux(desc, &aux_matrix);
-        if (e == EPIGEMM_EPILOGUE_DACT_BGRAD) epigemm_gemm_desc_set_bias_grad(desc, &bias_grad_vector);
-        epigemm_gemm_desc_set_backend(desc, target.backend);
-        const bool ok = run(desc, A, B, D);
-        epigemm_gemm_desc_destroy(desc);
-        if (!ok) continue;
+        Sides sides;
+        sides.aux = &aux;
+        if (e == EPIGEMM_EPILOGUE_DACT_BGRAD) sides.bias_grad = &bias_grad;
+        if (!run_epilogue(e, a, sides, A, B, D)) continue;
         ++ran;
         epigemm_backend_t backend = EPIGEMM_BACKEND_AUTO;
         epigemm_context_last_backend(ctx_, &backend, nullptr);
