@@ -25,7 +25,8 @@ endif
 ifeq ($(HAVE_GPU),yes)
 PY_BUILD_FLAGS :=
 else
-PY_BUILD_FLAGS := -Ccmake.define.EPIGEMM_WITH_CUDA=OFF
+# (the long option: Debian 12's pip 23.0 has no -C)
+PY_BUILD_FLAGS := --config-settings=cmake.define.EPIGEMM_WITH_CUDA=OFF
 endif
 
 .PHONY: all deps configure build test python-test run clean
