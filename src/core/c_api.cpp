@@ -296,14 +296,6 @@ using epigemm::Status;
 namespace epigemm {
 namespace {
 
-// The activation argument of the _act layer calls: a value of the enum (checked as an int).
-Status check_activation_argument(epigemm_activation_t activation) {
-  if (!activation_value_valid(activation)) {
-    return invalid("activation has value ", int(activation), "; expected 0 (identity) .. 4 (silu)");
-  }
-  return Status();
-}
-
 // The forward pass with an activation: ACT(_BIAS) without pre_act, ACT_AUX(_BIAS) with it; the
 // identity without pre_act is BIAS / DEFAULT.
 Status linear_fprop(Context& context, const epigemm_tensor_t* X, const epigemm_tensor_t* W,
@@ -311,7 +303,7 @@ Status linear_fprop(Context& context, const epigemm_tensor_t* X, const epigemm_t
                     const epigemm_tensor_t* pre_act, const char* pre_act_name,
                     const epigemm_tensor_t* Y, void* workspace, size_t workspace_bytes,
                     void* stream) {
-  EPIGEMM_RETURN_IF_ERROR(check_activation_argument(activation));
+  EPIGEMM_RETURN_IF_ERROR(check_activation(activation));
   LayerTensors tensors;
   tensors.x = X;
   tensors.w = W;
@@ -342,7 +334,7 @@ Status linear_dgrad(Context& context, const epigemm_tensor_t* dY, const epigemm_
                     const char* pre_act_name, const epigemm_vector_t* bias_grad,
                     const epigemm_tensor_t* dX, void* workspace, size_t workspace_bytes,
                     void* stream) {
-  EPIGEMM_RETURN_IF_ERROR(check_activation_argument(activation));
+  EPIGEMM_RETURN_IF_ERROR(check_activation(activation));
   LayerTensors tensors;
   tensors.dy = dY;
   tensors.w = W;

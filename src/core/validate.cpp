@@ -8,9 +8,10 @@
 #include <sstream>
 #include <string>
 
-#include "core/numeric.hpp"
+#include "core/epilogue_math.hpp"
 #include "core/epilogue_parts.hpp"
 #include "core/names.hpp"
+#include "core/numeric.hpp"
 
 namespace epigemm {
 namespace {
@@ -129,16 +130,28 @@ void gemm_dims_from_operands(GemmCall* call) {
   call->gemm_n = tb ? call->b.rows : call->b.cols;
 }
 
+Status check_activation(epigemm_activation_t activation) {
+  if (activation_value_valid(activation)) return Status();
+  // "0 (identity) .. 4 (silu)": the registry's first and last entries.
+  int first = -1, last = -1;
+  const char* first_name = "";
+  const char* last_name = "";
+#define EPIGEMM_ACTIVATION_RANGE(value, functor, name) \
+  if (first < 0) first = int(value), first_name = name; \
+  last = int(value), last_name = name;
+  EPIGEMM_FOR_EACH_ACTIVATION(EPIGEMM_ACTIVATION_RANGE)
+#undef EPIGEMM_ACTIVATION_RANGE
+  return invalid("activation has value ", int(activation), "; expected ", first, " (", first_name, ") .. ",
+                 last, " (", last_name, ")");
+}
+
 Status validate_enums(const GemmCall& call) {
   if (!op_valid(call.transa)) return invalid("transa has value ", int(call.transa), "; expected N (0) or T (1)");
   if (!op_valid(call.transb)) return invalid("transb has value ", int(call.transb), "; expected N (0) or T (1)");
   if (!epilogue_value_valid(call.epilogue)) {
     return invalid("epilogue has value ", int(call.epilogue), "; expected 0 (DEFAULT) .. 9 (ACT_BIAS)");
   }
-  if (!activation_value_valid(call.activation)) {
-    return invalid("activation has value ", int(call.activation),
-                   "; expected 0 (identity) .. 4 (silu)");
-  }
+  EPIGEMM_RETURN_IF_ERROR(check_activation(call.activation));
   if (int(call.backend) < EPIGEMM_BACKEND_AUTO || int(call.backend) > EPIGEMM_BACKEND_CUBLASLT) {
     return invalid("backend has value ", int(call.backend), "; expected 0 (auto) .. 4 (cublaslt)");
   }

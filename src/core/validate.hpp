@@ -22,6 +22,10 @@ Status check_span(const char* name, int64_t inner, int64_t outer, int64_t stride
 void gemm_dims_from_operands(GemmCall* call);
 
 // transa / transb / epilogue / backend / dtype / memory values are ones the header defines.
+// INVALID_VALUE unless `activation` is one of the registry's (EPIGEMM_FOR_EACH_ACTIVATION); the
+// message names the range from that registry.
+Status check_activation(epigemm_activation_t activation);
+
 Status validate_enums(const GemmCall& call);
 
 // Everything that does not depend on the backend: pointers, dtypes, shapes, leading dimensions,
