@@ -179,10 +179,11 @@ _DLPACK_HOST_TYPES = (1, 3)  # kDLCPU, kDLCUDAHost (pinned host memory)
 _DLPACK_CUDA_TYPES = (2, 13)  # kDLCUDA, kDLCUDAManaged
 
 
-class _DlpackArrays:
+class _DlpackArrays(_HostArrays):
     """Any other array exporting DLPack (JAX, ...), read through the extension's DLPack import.
     Its outputs cannot be allocated here (JAX arrays are immutable): pass them with out=. The
-    stream is the legacy default stream unless stream= says otherwise."""
+    stream is the legacy default stream unless stream= says otherwise, and the workspace the
+    extension's own, as for host arrays (_HostArrays' stream, workspace and grow_workspace)."""
 
     name = "dlpack"
 
@@ -209,16 +210,6 @@ class _DlpackArrays:
     def empty_like_rows(like, shape):
         raise invalid(f"epigemm allocates outputs as NumPy, PyTorch or CuPy arrays, not as "
                       f"{type(like).__module__}.{type(like).__name__}; expected the outputs passed with out=")
-
-    @staticmethod
-    def stream(device):
-        return 0
-
-    @staticmethod
-    def workspace(device, stream):
-        return None
-
-    grow_workspace = None
 
 
 _DLPACK = _DlpackArrays()

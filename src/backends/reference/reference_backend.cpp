@@ -23,6 +23,11 @@ double load(const void* data, epigemm_dtype_t dtype, int64_t index) {
 // Column-major element (row, col) of a matrix.
 int64_t at(const Matrix& m, int64_t row, int64_t col) { return row + col * m.ld; }
 
+// op(X)[row, col] of a stored matrix X, op = N or T, as a double.
+double op_element(const Matrix& m, epigemm_op_t op, int64_t row, int64_t col) {
+  return load(m.data, m.dtype, op == EPIGEMM_OP_N ? at(m, row, col) : at(m, col, row));
+}
+
 class ReferenceBackend final : public Backend {
  public:
   epigemm_backend_t id() const override { return EPIGEMM_BACKEND_REFERENCE; }
@@ -95,8 +100,7 @@ Status ReferenceBackend::run_with(const GemmCall& call, Activation) const {
     for (int64_t j = 0; j < n; ++j) {
       double sum = 0.0;
       for (int64_t p = 0; p < k; ++p) {
-        sum += call.transb == EPIGEMM_OP_N ? load(call.b.data, call.b.dtype, at(call.b, p, j))
-                                           : load(call.b.data, call.b.dtype, at(call.b, j, p));
+        sum += op_element(call.b, call.transb, p, j);
       }
       store_from_float(call.bias_grad.data, call.bias_grad.dtype, j, float(sum));
     }
@@ -105,8 +109,7 @@ Status ReferenceBackend::run_with(const GemmCall& call, Activation) const {
     for (int64_t i = 0; i < m; ++i) {
       double sum = 0.0;
       for (int64_t p = 0; p < k; ++p) {
-        sum += call.transa == EPIGEMM_OP_N ? load(call.a.data, call.a.dtype, at(call.a, i, p))
-                                           : load(call.a.data, call.a.dtype, at(call.a, p, i));
+        sum += op_element(call.a, call.transa, i, p);
       }
       store_from_float(call.bias_grad.data, call.bias_grad.dtype, i, float(sum));
     }
@@ -120,16 +123,14 @@ Status ReferenceBackend::run_with(const GemmCall& call, Activation) const {
 
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t p = 0; p < k; ++p) {
-      const int64_t index = call.transa == EPIGEMM_OP_N ? at(call.a, i, p) : at(call.a, p, i);
-      opa[size_t(i * k + p)] = load(call.a.data, call.a.dtype, index);
+      opa[size_t(i * k + p)] = op_element(call.a, call.transa, i, p);
     }
   }
   if (row_sums) std::fill(row_sums.get(), row_sums.get() + m, 0.0);
 
   for (int64_t j = 0; j < n; ++j) {
     for (int64_t p = 0; p < k; ++p) {
-      const int64_t index = call.transb == EPIGEMM_OP_N ? at(call.b, p, j) : at(call.b, j, p);
-      opb_column[size_t(p)] = load(call.b.data, call.b.dtype, index);
+      opb_column[size_t(p)] = op_element(call.b, call.transb, p, j);
     }
     for (int64_t i = 0; i < m; ++i) {
       double dot = 0.0;
