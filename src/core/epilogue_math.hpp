@@ -118,78 +118,108 @@ EPIGEMM_HOST_DEVICE T gelu_tanh_grad(T x) {
 template <typename T>
 struct ActivationLimits {
   static constexpr T saturation = T(1.0e4);
-  static constexpr T sqrt_half = T(0.70710678118654752440);      // 1 / sqrt(2)
   static constexpr T inv_sqrt_2pi = T(0.39894228040143267794);   // 1 / sqrt(2 pi)
 };
 
-// erfc(x) for the float evaluations (the cpu backend's scalar code and SIMD lanes, the CUDA
-// kernels): the Chebyshev fit of Numerical Recipes (erfcc), erfc(z) = t exp(-z^2 - 1.26551223 +
-// t P(t)) with t = 1 / (1 + z / 2) for z >= 0, whose fractional error is below 1.2e-7 everywhere,
-// and erfc(x) = 2 - erfc(-x) for x < 0. Evaluated in base 2, t 2^(Q(t) - z^2 log2(e)) with
-// Q = log2(e) (-1.26551223 + t P(t)) (the fit's coefficients times log2(e), rounded to float):
-// exp2 is the hardware's own instruction on the GPU, where the base-e exp first scales its
-// argument in extra precision, and the epilogue kernels of gelu_erf are bound by their arithmetic,
-// not by memory (the device's erfcf cost twice a whole gelu_tanh evaluation, and the vector lanes
-// have no erfc of their own). In fp32 the rounding of the exponent (an ulp of z^2 log2(e)) gives
-// a relative error near 1e-7 z^2 in the far tail, where erfc is below 1e-7 of its largest value.
-// NaN stays NaN (t and the exponent are NaN); erfc(+Inf) = 0 and erfc(-Inf) = 2 exactly.
+// 1 / x and 2^x for the float evaluations. On the device the hardware's approximations alone
+// (rcp.approx.ftz within 1 ulp, ex2.approx.ftz within 2 ulp): without -ftz the compiler wraps each
+// in range fix-ups for subnormal inputs and results (four to six more instructions per element,
+// in kernels that are bound by their instruction count); here a result below FLT_MIN is 0, which
+// docs/conventions.md allows below 3e-37. On the host the language's own; on SIMD lanes their
+// operators and exp2.
 template <typename T>
-EPIGEMM_HOST_DEVICE T erfc_fit(T x) {
+EPIGEMM_HOST_DEVICE T reciprocal(T x) {
+  return T(1) / x;
+}
+EPIGEMM_HOST_DEVICE float reciprocal(float x) {
+#ifdef __CUDA_ARCH__
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+#else
+  return 1.0f / x;
+#endif
+}
+template <typename T>
+EPIGEMM_HOST_DEVICE T power_of_two(T x) {
   using std::exp2;
-  const T z = where(x < T(0), T(0) - x, x);
-  const T t = T(1) / (T(1) + T(0.5f) * z);
-  T q = T(0.246517301f);  // 0.17087277 log2(e)
-  q = q * t + T(-1.18611491f);
-  q = q * t + T(2.14747453f);
-  q = q * t + T(-1.63775313f);
-  q = q * t + T(0.402321577f);
-  q = q * t + T(-0.268756866f);
-  q = q * t + T(0.139630049f);
-  q = q * t + T(0.539700627f);
-  q = q * t + T(1.44272923f);
-  // -1.26551223 log2(e) = -1.82574821, moved by 2 ulp so that Q(1) is exactly 0 in float: erfc(0) = 1
-  // and gelu_erf'(0) = 1/2 exactly, as in double.
-  q = q * t + T(-1.82574844f);
-  const T upper = t * exp2(q - z * (z * T(1.44269502f)));
-  return where(x < T(0), T(2) - upper, upper);
+  return exp2(x);
+}
+EPIGEMM_HOST_DEVICE float power_of_two(float x) {
+#ifdef __CUDA_ARCH__
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+#else
+  return std::exp2(x);
+#endif
 }
 
-// The erfc of the activations: libm's in double (the reference backend, the definition), the fit
-// above for float and float lanes.
-EPIGEMM_HOST_DEVICE double erfc_of(double x) { return std::erfc(x); }
+// The two pieces of gelu_erf and gelu_erf' (Phi, the normal distribution function):
+//   tail   = Phi(-|x|) = 0.5 erfc(|x| / sqrt 2), the smaller of Phi(x) and 1 - Phi(x)
+//   kernel = exp(-x^2 / 2)
+// Phi(x) is then tail for x < 0 and 1 - tail otherwise, with no cancellation either side.
 template <typename T>
-EPIGEMM_HOST_DEVICE T erfc_of(T x) {
-  return erfc_fit(x);
-}
+struct NormalTail {
+  T tail;
+  T kernel;
+};
 
-// exp(-x^2 / 2): libm's exp in double (the reference backend); for the float evaluations
-// 2^(-x^2 log2(e) / 2), as the fit above (one hardware instruction on the GPU).
-EPIGEMM_HOST_DEVICE double gaussian_kernel(double x) {
+// In double (the reference backend, the definition): libm's erfc and exp.
+EPIGEMM_HOST_DEVICE NormalTail<double> normal_tail(double x) {
+  using std::erfc;
   using std::exp;
-  return exp(-0.5 * x * x);
-}
-template <typename T>
-EPIGEMM_HOST_DEVICE T gaussian_kernel(T x) {
-  using std::exp2;
-  return exp2(x * (x * T(-0.721347511f)));  // -log2(e) / 2
+  const double magnitude = x < 0.0 ? -x : x;
+  return NormalTail<double>{0.5 * erfc(magnitude * 0.70710678118654752440), exp(-0.5 * x * x)};
 }
 
-// gelu_erf(x) = 0.5 x (1 + erf(x / sqrt(2))), evaluated as 0.5 x erfc(-x / sqrt(2)): the same
-// value, without the cancellation of 1 + erf(.) for negative x (gelu_erf(-5) = -1.4e-6 would keep
-// no correct digit in fp32 through 1 + erf). -0 below -1e4 (the limit from below).
+// For the float evaluations (the cpu backend's scalar code and SIMD lanes, the CUDA kernels):
+// tail = t R(t) kernel, t = 1 / (1 + p |x|) in (0, 1], where R(t) = tail / (t kernel) (which is
+// erfcx(|x| / sqrt 2) / (2 t), smooth on [0, 1], from 0.5 p sqrt(2 / pi) at t = 0 to 0.5 at t = 1)
+// is a polynomial of degree 8 fitted for least maximal relative error with p = 0.2828 (0.4 / sqrt 2).
+// The fit's relative error is below 1.8e-7 over all x (with the coefficients rounded to float);
+// kernel = 2^(-x^2 log2(e) / 2), whose exponent is rounded once more than x^2 (a relative error
+// near 1e-7 x^2 / 2 in the far tail, where tail is below 1e-7 of its value at 0). One reciprocal
+// and one exponential give both pieces, so gelu_erf' costs no more than gelu_erf: the kernels
+// of gelu_erf are bound by their arithmetic on the GPU (docs/dev/cuda_backend.md). The fifth
+// coefficient is moved by 110 ulp (of a small number) so that R(1) is exactly 0.5 in float: tail(0)
+// = 0.5 and gelu_erf'(0) = 1/2 exactly, as in double, with or without fused multiply-adds.
+// NaN stays NaN (t is NaN); at +-Inf t = 0 and kernel = 0, so tail = 0.
+template <typename T>
+EPIGEMM_HOST_DEVICE NormalTail<T> normal_tail(T x) {
+  const T magnitude = where(x < T(0), T(0) - x, x);
+  const T t = reciprocal(T(1) + T(0.282842726f) * magnitude);
+  const T kernel = power_of_two(x * (x * T(-0.721347511f)));  // -log2(e) / 2
+  T r = T(0.0251303781f);
+  r = r * t + T(-0.0914481804f);
+  r = r * t + T(0.0845388919f);
+  r = r * t + T(-0.00280084461f);
+  r = r * t + T(0.0707144886f);
+  r = r * t + T(0.0842712671f);
+  r = r * t + T(0.103921324f);
+  r = r * t + T(0.112834804f);
+  r = r * t + T(0.112837881f);
+  return NormalTail<T>{t * r * kernel, kernel};
+}
+
+// gelu_erf(x) = 0.5 x (1 + erf(x / sqrt(2))) = x Phi(x), with Phi(x) from the tail on either side:
+// the same value without the cancellation of 1 + erf(.) for negative x (gelu_erf(-5) = -1.4e-6
+// would keep no correct digit in fp32 through 1 + erf). -0 below -1e4 (the limit from below; at
+// -Inf x tail would be -Inf * 0).
 template <typename T>
 EPIGEMM_HOST_DEVICE T gelu_erf(T x) {
   using C = ActivationLimits<typename ScalarOf<T>::type>;
-  const T inside = T(0.5) * x * erfc_of(T(0) - x * C::sqrt_half);
+  const NormalTail<T> n = normal_tail(x);
+  const T inside = x * where(x < T(0), n.tail, T(1) - n.tail);
   return where(x < -C::saturation, T(0) * T(-1), inside);
 }
 
-// gelu_erf'(x) = 0.5 (1 + erf(x / sqrt(2))) + x exp(-x^2 / 2) / sqrt(2 pi)
+// gelu_erf'(x) = Phi(x) + x exp(-x^2 / 2) / sqrt(2 pi)
 template <typename T>
 EPIGEMM_HOST_DEVICE T gelu_erf_grad(T x) {
   using C = ActivationLimits<typename ScalarOf<T>::type>;
-  const T inside =
-      T(0.5) * erfc_of(T(0) - x * C::sqrt_half) + x * gaussian_kernel(x) * C::inv_sqrt_2pi;
+  const NormalTail<T> n = normal_tail(x);
+  const T inside = where(x < T(0), n.tail, T(1) - n.tail) + x * n.kernel * C::inv_sqrt_2pi;
   return where(x > C::saturation, T(1), where(x < -C::saturation, T(0), inside));
 }
 
