@@ -25,7 +25,9 @@
 // exponential and one reciprocal per element (the element-wise GPU kernels are bound by these
 // instructions, not by memory, with more), no overflow (t <= 1) and no subtraction of nearly
 // equal values. (The quotient form would need s (1 - s) = exp(-2u) s^2, which is Inf * 0 where
-// exp(-2u) overflows.)
+// exp(-2u) overflows.) Both take exp(+-2u) as 2^(+-2u log2(e)), with log2(e) folded into the
+// constant: on the GPU 2^x is one hardware instruction, where exp first scales its argument in
+// extra precision, and these kernels are bound by their instruction count.
 #pragma once
 
 #include <cmath>
@@ -38,6 +40,7 @@ namespace epigemm {
 template <typename T>
 struct GeluTanhConstants {
   static constexpr T sqrt_2_over_pi = T(0.7978845608028654);  // sqrt(2 / pi)
+  static constexpr T two_log2e_sqrt_2_over_pi = T(2.302208198144325);  // 2 log2(e) sqrt(2 / pi)
   static constexpr T cubic = T(0.044715);
   // Beyond this |x|, s is 0 or 1 to every precision we compute in (|2u| > 7e10), so the limits
   // are exact: gelu(x) = max(x, -0) and gelu'(x) = (x > 0). Taking them explicitly keeps +-Inf
@@ -67,60 +70,6 @@ EPIGEMM_HOST_DEVICE bool is_nan(T x) {
   return x != x;
 }
 
-// t = exp(-|a|) and r = 1 / (1 + t) for a = 2u; sigmoid(a) = where(a < 0, t r, r).
-template <typename T>
-struct SigmoidParts {
-  T t;
-  T r;
-  T sigmoid;
-};
-
-template <typename T>
-EPIGEMM_HOST_DEVICE SigmoidParts<T> sigmoid_parts(T a) {
-  using std::exp;
-  const T minus_abs_a = where(a < T(0), a, T(0) - a);
-  const T t = exp(minus_abs_a);  // in (0, 1]; NaN stays NaN
-  const T r = T(1) / (T(1) + t);
-  return SigmoidParts<T>{t, r, where(a < T(0), t * r, r)};
-}
-
-// gelu_tanh(x) = 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)).  NaN in, NaN out.
-template <typename T>
-EPIGEMM_HOST_DEVICE T gelu_tanh(T x) {
-  using std::exp;
-  using C = GeluTanhConstants<typename ScalarOf<T>::type>;
-  const T minus_two_u = T(-2) * C::sqrt_2_over_pi * (x + C::cubic * x * x * x);
-  const T inside = x / (T(1) + exp(minus_two_u));
-  // The limits come out of the quotient itself except at -Inf (Inf / Inf): for x > 1e4,
-  // exp(-2u) is exactly 0 (-2u < -7e10, or -Inf once x^3 overflows) and the quotient is x, +Inf
-  // included; for finite x < -1e4 it is x / Inf = -0. Only the one select is needed.
-  return where(x < -C::saturation, T(0) * T(-1), inside);  // -0 is the limit from below
-}
-
-// gelu_tanh'(x) = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
-template <typename T>
-EPIGEMM_HOST_DEVICE T gelu_tanh_grad(T x) {
-  using C = GeluTanhConstants<typename ScalarOf<T>::type>;
-  const T x2 = x * x;
-  const SigmoidParts<T> p = sigmoid_parts(T(2) * C::sqrt_2_over_pi * (x + C::cubic * x2 * x));
-  const T s_one_minus_s = p.t * p.r * p.r;
-  const T inside =
-      p.sigmoid + T(2) * x * s_one_minus_s * C::sqrt_2_over_pi * (T(1) + T(3) * C::cubic * x2);
-  return where(x > C::saturation, T(1), where(x < -C::saturation, T(0), inside));
-}
-
-
-// ---- the other activations ----------------------------------------------------------------------
-//
-// Beyond |x| = 1e4 each of them is at its limit to every precision we compute in; the selects
-// at the limits keep +-Inf from turning into Inf * 0 = NaN. NaN passes through every formula (and
-// every select, whose comparisons are false for NaN) as NaN.
-template <typename T>
-struct ActivationLimits {
-  static constexpr T saturation = T(1.0e4);
-  static constexpr T inv_sqrt_2pi = T(0.39894228040143267794);   // 1 / sqrt(2 pi)
-};
-
 // 1 / x and 2^x for the float evaluations. On the device the hardware's approximations alone
 // (rcp.approx.ftz within 1 ulp, ex2.approx.ftz within 2 ulp): without -ftz the compiler wraps each
 // in range fix-ups for subnormal inputs and results (four to six more instructions per element,
@@ -140,6 +89,28 @@ EPIGEMM_HOST_DEVICE float reciprocal(float x) {
   return 1.0f / x;
 #endif
 }
+// -|x| (NaN stays NaN): a select on SIMD lanes; in float and double the sign bit cleared, which the
+// device folds into the instruction that reads it.
+template <typename T>
+EPIGEMM_HOST_DEVICE T minus_magnitude(T x) {
+  return where(x < T(0), x, T(0) - x);
+}
+EPIGEMM_HOST_DEVICE float minus_magnitude(float x) { return -std::fabs(x); }
+EPIGEMM_HOST_DEVICE double minus_magnitude(double x) { return -std::fabs(x); }
+
+// x / y: on the device x times the reciprocal above (within 2 ulp; 0 where 1 / y is below
+// FLT_MIN), elsewhere the division.
+template <typename T>
+EPIGEMM_HOST_DEVICE T quotient(T x, T y) {
+  return x / y;
+}
+EPIGEMM_HOST_DEVICE float quotient(float x, float y) {
+#ifdef __CUDA_ARCH__
+  return x * reciprocal(y);
+#else
+  return x / y;
+#endif
+}
 template <typename T>
 EPIGEMM_HOST_DEVICE T power_of_two(T x) {
   using std::exp2;
@@ -154,6 +125,67 @@ EPIGEMM_HOST_DEVICE float power_of_two(float x) {
   return std::exp2(x);
 #endif
 }
+
+// t = exp(-|a|) and r = 1 / (1 + t) for a = 2u; sigmoid(a) = where(a < 0, t r, r).
+template <typename T>
+struct SigmoidParts {
+  T t;
+  T r;
+  T sigmoid;
+};
+
+// From t = exp(-|a|) in (0, 1] (NaN stays NaN), computed by the caller.
+template <typename T>
+EPIGEMM_HOST_DEVICE SigmoidParts<T> sigmoid_parts_from(T a, T t) {
+  const T r = reciprocal(T(1) + t);  // 1 + t in [1, 2]: no range to fix up
+  return SigmoidParts<T>{t, r, where(a < T(0), t * r, r)};
+}
+
+template <typename T>
+EPIGEMM_HOST_DEVICE SigmoidParts<T> sigmoid_parts(T a) {
+  using std::exp;
+  return sigmoid_parts_from(a, exp(minus_magnitude(a)));
+}
+
+// gelu_tanh(x) = 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)).  NaN in, NaN out.
+template <typename T>
+EPIGEMM_HOST_DEVICE T gelu_tanh(T x) {
+  using C = GeluTanhConstants<typename ScalarOf<T>::type>;
+  // exp(-2u) = 2^(-2u log2(e)), the constant log2(e) folded into sqrt(2/pi)'s: as many roundings
+  // as -2u itself.
+  const T minus_two_u_log2e = T(-1) * C::two_log2e_sqrt_2_over_pi * (x + C::cubic * x * x * x);
+  const T inside = quotient(x, T(1) + power_of_two(minus_two_u_log2e));
+  // The limits come out of the quotient itself except at -Inf (Inf / Inf): for x > 1e4,
+  // exp(-2u) is exactly 0 (-2u < -7e10, or -Inf once x^3 overflows) and the quotient is x, +Inf
+  // included; for finite x < -1e4 it is x / Inf = -0. Only the one select is needed.
+  return where(x < -C::saturation, T(0) * T(-1), inside);  // -0 is the limit from below
+}
+
+// gelu_tanh'(x) = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+template <typename T>
+EPIGEMM_HOST_DEVICE T gelu_tanh_grad(T x) {
+  using C = GeluTanhConstants<typename ScalarOf<T>::type>;
+  const T x2 = x * x;
+  const T two_u_log2e = C::two_log2e_sqrt_2_over_pi * (x + C::cubic * x2 * x);  // 2u log2(e)
+  const SigmoidParts<T> p = sigmoid_parts_from(
+      two_u_log2e, power_of_two(minus_magnitude(two_u_log2e)));
+  const T s_one_minus_s = p.t * p.r * p.r;
+  const T inside =
+      p.sigmoid + T(2) * x * s_one_minus_s * C::sqrt_2_over_pi * (T(1) + T(3) * C::cubic * x2);
+  return where(x > C::saturation, T(1), where(x < -C::saturation, T(0), inside));
+}
+
+
+// ---- the other activations ----------------------------------------------------------------------
+//
+// Beyond |x| = 1e4 each of them is at its limit to every precision we compute in; the selects
+// at the limits keep +-Inf from turning into Inf * 0 = NaN. NaN passes through every formula (and
+// every select, whose comparisons are false for NaN) as NaN.
+template <typename T>
+struct ActivationLimits {
+  static constexpr T saturation = T(1.0e4);
+  static constexpr T inv_sqrt_2pi = T(0.39894228040143267794);   // 1 / sqrt(2 pi)
+};
 
 // The two pieces of gelu_erf and gelu_erf' (Phi, the normal distribution function):
 //   tail   = Phi(-|x|) = 0.5 erfc(|x| / sqrt 2), the smaller of Phi(x) and 1 - Phi(x)

@@ -100,12 +100,16 @@ constexpr bool operator!=(const TileConfig& x, const TileConfig& y) { return !(x
 // over the three largest public shapes on the H200 (two sweeps of 13 configurations, 2026-11-30
 // 00:56 and 01:05 UTC, bench/results/h200-2026-11-30-*-sweep.csv; the sweep itself is now
 // dev/cuda/epilogue_kernels_lab.cu). ACT moves the bytes of BIAS and takes its configuration;
-// the activations share their op's (measured with gelu_tanh).
+// the activations share their op's (measured with gelu_tanh). ACT_AUX_BIAS was 128,2,4 with
+// prefetch until the lab run of 2026-12-01 06:49 UTC (10 repetitions, every activation): 64,2,4
+// without prefetch was at least as fast on all three tensors with every activation (0.919-0.932
+// of copy on the two larger against 0.885-0.914), and relu and the identity lost most with
+// prefetch (0.885 against gelu_tanh's 0.903 on 28672 x 16384).
 constexpr TileConfig kLibraryConfig[kTileOpCount] = {
     {64, 4, 4, false},   // act            (as BIAS)
     {64, 4, 4, false},   // act_bias       (BIAS)
     {64, 4, 4, false},   // act_aux        (GELU_AUX)
-    {128, 2, 4, true},   // act_aux_bias   (GELU_AUX_BIAS)
+    {64, 2, 4, false},   // act_aux_bias   (GELU_AUX_BIAS)
     {256, 2, 4, false},  // dact           (DGELU)
     {64, 2, 4, false},   // dact_bgrad     (DGELU_BGRAD)
     {128, 8, 4, false},  // row_sums       (BGRADB's sums)
