@@ -97,18 +97,20 @@ constexpr bool operator==(const TileConfig& x, const TileConfig& y) {
 constexpr bool operator!=(const TileConfig& x, const TileConfig& y) { return !(x == y); }
 
 // The configuration and the grid size in waves each kernel uses, indexed by TileOp: the best mean
-// over the three largest public shapes on the H200 (two sweeps of 13 configurations, 2026-11-30
-// 00:56 and 01:05 UTC, bench/results/h200-2026-11-30-*-sweep.csv; the sweep itself is now
-// dev/cuda/epilogue_kernels_lab.cu). ACT moves the bytes of BIAS and takes its configuration;
-// the activations share their op's (measured with gelu_tanh). ACT_AUX_BIAS was 128,2,4 with
-// prefetch until the lab run of 2026-12-01 06:49 UTC (10 repetitions, every activation): 64,2,4
-// without prefetch was at least as fast on all three tensors with every activation (0.919-0.932
-// of copy on the two larger against 0.885-0.914), and relu and the identity lost most with
-// prefetch (0.885 against gelu_tanh's 0.903 on 28672 x 16384).
+// over the three largest public shapes on the H200. First two sweeps of 13 configurations with
+// gelu_tanh (2026-11-30 00:56 and 01:05 UTC, bench/results/h200-2026-11-30-*-sweep.csv in git
+// history; the sweep itself is dev/cuda/epilogue_kernels_lab.cu); then, once the activations took
+// 2^x and the reciprocal from the hardware without range fix-ups (fewer instructions per
+// element), the lab run of 2026-12-01 07:13 UTC (10 repetitions, mean over every activation and
+// the three tensors) moved three ops: ACT and ACT_AUX from 64,4,4 to 64,2,4 (mean 0.962 and
+// 0.914 of copy), ACT_BIAS from 64,4,4 to 128,2,4 with prefetch (0.959; with 64,4,4 gelu_tanh's
+// ACT_BIAS kernel fell to 0.74-0.77 of copy and silu's to 0.81-0.88). ACT_AUX_BIAS had moved from
+// 128,2,4 with prefetch to 64,2,4 after the run of 06:49 (at least as fast with every activation;
+// relu and the identity lost most with prefetch).
 constexpr TileConfig kLibraryConfig[kTileOpCount] = {
-    {64, 4, 4, false},   // act            (as BIAS)
-    {64, 4, 4, false},   // act_bias       (BIAS)
-    {64, 4, 4, false},   // act_aux        (GELU_AUX)
+    {64, 2, 4, false},   // act            (as GELU_AUX)
+    {128, 2, 4, true},   // act_bias       (BIAS)
+    {64, 2, 4, false},   // act_aux        (GELU_AUX)
     {64, 2, 4, false},   // act_aux_bias   (GELU_AUX_BIAS)
     {256, 2, 4, false},  // dact           (DGELU)
     {64, 2, 4, false},   // dact_bgrad     (DGELU_BGRAD)
