@@ -3,6 +3,7 @@
 //   - the launch plan on the host (tile_plan.hpp: the narrower configuration, the size rules,
 //     the grid, a kernel for every epilogue and activation), no GPU needed;
 //   - every tile op with every activation against the host's functors, on every kernel path;
+//   - the kernels' occupancy: none asked at setup, each kernel's once, on first use;
 //   - every epilogue with every activation end to end against the reference backend, BGRADA in
 //     both layouts of A with its degenerate sizes;
 //   - large shapes through every kernel path (16-byte vector and scalar; tall, wide and square
@@ -1152,6 +1153,68 @@ TEST(CudaBackend, ActivationAndBgradaCallsCaptureIntoAGraph) {
   for (auto& call : calls) cudaFree(call->workspace);
 }
 
+// The backend's setup (query_kernel_tuning, what CudaBackend::init calls) reads the device and
+// asks no kernel's occupancy; the first plan of a kernel asks for that kernel's alone, and later
+// plans and workspace queries of it reuse the answer (docs: epilogue_kernels.hpp, KernelTuning).
+TEST(CudaKernels, OccupancyIsAskedOncePerKernelOnFirstUse) {
+  namespace ec = epigemm::cuda;
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    GTEST_SKIP() << "SKIP: no CUDA device";
+  }
+  ec::KernelTuning tuning;
+  const epigemm::Status tuned = ec::query_kernel_tuning(&tuning);
+  if (!tuned.ok()) GTEST_SKIP() << "SKIP: the epilogue kernels cannot run here: " << tuned.message();
+  EXPECT_GT(tuning.sm_count, 0);
+  EXPECT_EQ(tuning.occupancy_queries, 0);
+  for (int op = 0; op < ec::kTileOpCount; ++op) {
+    for (int a = 0; a < ec::kActivationCount; ++a) {
+      for (int v = 0; v < ec::kKernelVariantCount; ++v) EXPECT_FALSE(tuning.occupancy_known[op][a][v]);
+    }
+  }
+
+  const ec::KernelVariant scalar{};
+  const int bias_op = int(ec::TileOp::act_bias), identity = int(EPIGEMM_ACTIVATION_IDENTITY);
+  ec::TilePlan first, again;
+  ASSERT_TRUE(ec::library_tile_plan(tuning, ec::TileOp::act_bias, EPIGEMM_ACTIVATION_IDENTITY, scalar, 4096,
+                                    4096, &first).ok());
+  EXPECT_EQ(tuning.occupancy_queries, 1);
+  EXPECT_TRUE(tuning.occupancy_known[bias_op][identity][0]);
+  EXPECT_GE(tuning.blocks_per_sm[bias_op][identity][0], 1);
+  ASSERT_TRUE(ec::library_tile_plan(tuning, ec::TileOp::act_bias, EPIGEMM_ACTIVATION_IDENTITY, scalar, 4096,
+                                    4096, &again).ok());
+  EXPECT_EQ(tuning.occupancy_queries, 1);
+  EXPECT_EQ(first.column_chunks, again.column_chunks);
+  EXPECT_EQ(first.row_tiles, again.row_tiles);
+
+  // A workspace query asks about every kernel the call may run (its path depends on the
+  // pointers), each once.
+  int variants = 0;
+  for (int v = 0; v < ec::kKernelVariantCount; ++v) {
+    if (ec::library_has_kernel(ec::TileOp::dact_bgrad, EPIGEMM_ACTIVATION_GELU_TANH, ec::kernel_variant_of_index(v))) {
+      ++variants;
+    }
+  }
+  const int64_t partials =
+      ec::row_partial_elements(tuning, ec::TileOp::dact_bgrad, EPIGEMM_ACTIVATION_GELU_TANH, 4096, 8192);
+  EXPECT_GT(partials, 0);
+  EXPECT_EQ(tuning.occupancy_queries, 1 + variants);
+  EXPECT_EQ(ec::row_partial_elements(tuning, ec::TileOp::dact_bgrad, EPIGEMM_ACTIVATION_GELU_TANH, 4096, 8192),
+            partials);
+  EXPECT_EQ(tuning.occupancy_queries, 1 + variants);
+
+  // A fresh tuning asks again and gets the same answers: the plans do not depend on the order.
+  ec::KernelTuning fresh;
+  ASSERT_TRUE(ec::query_kernel_tuning(&fresh).ok());
+  EXPECT_EQ(ec::row_partial_elements(fresh, ec::TileOp::dact_bgrad, EPIGEMM_ACTIVATION_GELU_TANH, 4096, 8192),
+            partials);
+  ec::TilePlan from_fresh;
+  ASSERT_TRUE(ec::library_tile_plan(fresh, ec::TileOp::act_bias, EPIGEMM_ACTIVATION_IDENTITY, scalar, 4096,
+                                    4096, &from_fresh).ok());
+  EXPECT_EQ(from_fresh.column_chunks, first.column_chunks);
+}
+
 #else  // !EPIGEMM_TESTS_WITH_CUDA
 
 TEST(CudaBackend, CallsCaptureIntoAGraphAndReplay) {
@@ -1161,6 +1224,9 @@ TEST(CudaBackend, BiasOnMoreThan2To31Elements) {
   GTEST_SKIP() << "SKIP: this build has no CUDA (the cuda backend is not compiled in)";
 }
 TEST(CudaKernels, EveryOpAndActivationMatchesTheHost) {
+  GTEST_SKIP() << "SKIP: this build has no CUDA (the cuda backend is not compiled in)";
+}
+TEST(CudaKernels, OccupancyIsAskedOncePerKernelOnFirstUse) {
   GTEST_SKIP() << "SKIP: this build has no CUDA (the cuda backend is not compiled in)";
 }
 TEST(CudaBackend, EveryEpilogueAndActivationMatchesTheReference) {

@@ -8,29 +8,44 @@
 // ACT_BIAS(identity) is BIAS); the others with the identity, and every other activation, are
 // declined with the reason (cublaslt_epilogue.hpp).
 //
-// What else it declines (the dispatcher then routes the call to `cuda`), and why:
+// Alignment and leading dimensions: any. The heuristic is asked with each operand's actual
+// alignment (cublaslt_alignment.hpp: the largest power of two <= 16 dividing its address and its
+// leading dimension in bytes), and that alignment is part of the plan's key, so an algorithm
+// chosen for aligned operands never runs on less aligned ones. Where cuBLASLt has no algorithm
+// for a case the heuristic says so, and the backend declines it (the last rule below).
+//
+// What it declines (the dispatcher then routes the call to `cuda`), and why:
 //   - empty problems (gemm_m, gemm_n or gemm_k = 0): cuBLASLt rejects k = 0 and our degenerate
 //     semantics (docs/conventions.md) are simpler to keep in one backend;
-//   - pointers not 16-byte aligned, leading dimensions whose rows are not a multiple of 16 bytes,
-//     an aux leading dimension not divisible by 8 (cuBLASLt's own rule for GELU aux);
-//   - bias, aux or bias_grad in a dtype other than D's: cuBLASLt reads the bias and writes the
-//     bias gradient in D's type ("Ctype") for these kernels; a mixed dtype would be misread;
+//   - an operand whose address is not a multiple of its element size: not documented by cuBLASLt
+//     either way, and its kernels read and write whole elements; a misaligned element access is a
+//     device fault that ends the context rather than a wrong value, so this is not left to chance.
+//     Storage like that comes only from byte offsets into a buffer (the cpu backend declines it
+//     for the same reason);
+//   - an aux leading dimension not divisible by 8: cuBLASLt's rule for the GELU aux
+//     (cublasLt.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: "Must be divisible by 8");
+//   - bias, aux or bias_grad in a dtype other than D's: cuBLASLt writes the bias gradient in
+//     D's type ("Ctype", cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER) and reads the bias and
+//     aux in it for these kernels; a mixed dtype would be misread;
 //   - DGELU and DGELU_BGRAD with an f32 D: cuBLASLt's fp32 dGELU is accurate to about 1e-5
 //     relative (measured on the H200: ||out - ref|| / ||ref|| ~ 5e-6, elementwise ~1.3e-5),
 //     outside the fp32 tolerance of docs/conventions.md; `cuda` computes it to a few ulp;
 //   - anything its heuristic finds no algorithm for (answered once per case and cached).
 // State: one cuBLASLt handle per context, and per case (shapes, lds, dtypes, transposes,
-// epilogue, TF32) a plan: the matmul and layout descriptors plus the heuristic's first algorithm.
-// A call only sets the pointers on its plan and enqueues cublasLtMatmul on the caller's stream.
+// epilogue, TF32, the operands' alignments) a plan: the matmul and layout descriptors plus the
+// heuristic's first algorithm. A call only sets the pointers on its plan and enqueues
+// cublasLtMatmul on the caller's stream.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <tuple>
 
+#include "backends/cublaslt/cublaslt_alignment.hpp"
 #include "backends/cublaslt/cublaslt_epilogue.hpp"
 #include "backends/cublaslt/cublaslt_preference.hpp"
 #include "core/backend.hpp"
@@ -43,26 +58,51 @@ namespace {
 
 // cuBLASLt's recommended workspace on Hopper; reported by workspace_bytes() for every call.
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
-constexpr uintptr_t kAlignment = 16;
 
-bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kAlignment == 0; }
-bool ld_aligned(const Matrix& m) {
-  return (m.ld * int64_t(dtype_size(m.dtype))) % int64_t(kAlignment) == 0;
-}
-
-// Everything the heuristic's answer depends on. Pointers are all 16-byte aligned (checked in
-// supports()), so alignment is not part of the key.
+// Everything the heuristic's answer depends on, the operands' alignments included
+// (cublaslt_alignment.hpp).
 using PlanKey = std::tuple<int64_t, int64_t, int64_t,            // gemm_m, gemm_n, gemm_k
                            int64_t, int64_t, int64_t, int64_t,   // lda, ldb, ldd, ld aux
                            int, int, int, int, int, int,         // dtypes a, d, bias, aux, bias_grad, tf32
-                           int, int, int, int>;                  // transa, transb, cuBLASLt epilogue, beta != 0
+                           int, int, int, int,                   // transa, transb, cuBLASLt epilogue, beta != 0
+                           std::tuple<uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>>;  // alignments
 
 PlanKey plan_key(const GemmCall& c) {
   const bool tf32 = c.allow_tf32 && c.a.dtype == EPIGEMM_DTYPE_F32;
   return PlanKey(c.gemm_m, c.gemm_n, c.gemm_k, c.a.ld, c.b.ld, c.d.ld, c.has_aux ? c.aux.ld : 0,
                  int(c.a.dtype), int(c.d.dtype), c.has_bias ? int(c.bias.dtype) : -1,
                  c.has_aux ? int(c.aux.dtype) : -1, c.has_bias_grad ? int(c.bias_grad.dtype) : -1,
-                 int(tf32), int(c.transa), int(c.transb), int(lt_epilogue(c).value), int(c.beta != 0.0f));
+                 int(tf32), int(c.transa), int(c.transb), int(lt_epilogue(c).value), int(c.beta != 0.0f),
+                 lt_alignments(c).tie());
+}
+
+// Why an operand of the call is not at a multiple of its element size ("" when none is).
+std::string misaligned_element(const GemmCall& call) {
+  struct Placed {
+    const char* name;
+    const void* data;
+    epigemm_dtype_t dtype;
+    bool present;
+  };
+  const Placed operands[] = {{call.names.a, call.a.data, call.a.dtype, true},
+                             {call.names.b, call.b.data, call.b.dtype, true},
+                             {call.names.d, call.d.data, call.d.dtype, true},
+                             {call.names.bias, call.bias.data, call.bias.dtype, call.has_bias},
+                             {call.names.aux, call.aux.data, call.aux.dtype, call.has_aux},
+                             {call.names.bias_grad, call.bias_grad.data, call.bias_grad.dtype,
+                              call.has_bias_grad}};
+  for (const Placed& operand : operands) {
+    const size_t size = dtype_size(operand.dtype);
+    const uintptr_t address = reinterpret_cast<uintptr_t>(operand.data);
+    if (operand.present && address % size != 0) {
+      std::ostringstream why;
+      why << operand.name << " (" << dtype_name(operand.dtype) << ") is at 0x" << std::hex << address
+          << std::dec << ", not a multiple of its element size " << size
+          << "; cuBLASLt's kernels access whole elements";
+      return why.str();
+    }
+  }
+  return std::string();
 }
 
 // The cuBLASLt objects of one case. Owned by the backend's cache, destroyed with the context.
@@ -121,9 +161,11 @@ struct PreferenceGuard {
   }
 };
 
-// The descriptors of a case: the matmul (transposes, epilogue, bias / aux types, lds and the
-// first call's pointers, which the heuristic may look at) and the three layouts as stored.
+// The descriptors of a case: the matmul (transposes, epilogue, bias / aux types, lds, and bias /
+// aux pointers of exactly the case's alignments, which is all the heuristic reads of them) and the
+// three layouts as stored.
 Status create_descriptors(const GemmCall& call, Plan* p) {
+  const LtAlignments alignments = lt_alignments(call);
   const bool tf32 = call.allow_tf32 && call.a.dtype == EPIGEMM_DTYPE_F32;
   const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const cublasOperation_t ta = call.transa == EPIGEMM_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -137,14 +179,15 @@ Status create_descriptors(const GemmCall& call, Plan* p) {
   // The bias / bias-gradient and aux dtypes are always set explicitly, never left to default.
   if (call.has_bias || call.has_bias_grad) {
     const int32_t bias_type = cuda_data_type(call.has_bias ? call.bias.dtype : call.bias_grad.dtype);
-    const void* bias_pointer = call.has_bias ? call.bias.data : call.bias_grad.data;
+    const void* bias_pointer =
+        lt_with_alignment(call.has_bias ? call.bias.data : call.bias_grad.data, alignments.bias);
     EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_SET(p->matmul, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type));
     EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_SET(p->matmul, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias_pointer));
   }
   if (call.has_aux) {
     const int32_t aux_type = cuda_data_type(call.aux.dtype);
     const int64_t aux_ld = call.aux.ld;
-    const void* aux_pointer = call.aux.data;
+    const void* aux_pointer = lt_with_alignment(call.aux.data, alignments.aux);
     EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_SET(p->matmul, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, aux_type));
     EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_SET(p->matmul, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux_ld));
     EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_SET(p->matmul, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux_pointer));
@@ -229,18 +272,15 @@ Support CublasLtBackend::supports(const GemmCall& call) const {
   if (call.gemm_m == 0 || call.gemm_n == 0 || call.gemm_k == 0) {
     return Support::no("an empty dimension (gemm_m, gemm_n or gemm_k is 0)");
   }
-  const Matrix* matrices[] = {&call.a, &call.b, &call.d, call.has_aux ? &call.aux : nullptr};
-  for (const Matrix* m : matrices) {
-    if (m == nullptr) continue;
-    if (!aligned(m->data)) return Support::no("a matrix pointer is not 16-byte aligned");
-    if (!ld_aligned(*m)) return Support::no("a leading dimension is not a multiple of 16 bytes");
+  const std::string misaligned = misaligned_element(call);
+  if (!misaligned.empty()) return Support::no(misaligned);
+  if (call.has_aux && call.aux.ld % 8 != 0) {
+    return Support::no("the aux leading dimension " + std::to_string(call.aux.ld) +
+                       " is not divisible by 8 (cuBLASLt's rule for the GELU aux)");
   }
-  if (call.has_aux && call.aux.ld % 8 != 0) return Support::no("the aux leading dimension is not divisible by 8");
-  if (call.has_bias && (!aligned(call.bias.data) || call.bias.dtype != call.d.dtype)) {
-    return Support::no("the bias is unaligned or its dtype differs from D's");
-  }
-  if (call.has_bias_grad && (!aligned(call.bias_grad.data) || call.bias_grad.dtype != call.d.dtype)) {
-    return Support::no("bias_grad is unaligned or its dtype differs from D's");
+  if (call.has_bias && call.bias.dtype != call.d.dtype) return Support::no("the bias dtype differs from D's");
+  if (call.has_bias_grad && call.bias_grad.dtype != call.d.dtype) {
+    return Support::no("the bias_grad dtype differs from D's");
   }
   if (call.has_aux && call.aux.dtype != call.d.dtype) return Support::no("the aux dtype differs from D's");
   if (call.parts().reads_aux() && call.d.dtype == EPIGEMM_DTYPE_F32) {
@@ -269,12 +309,13 @@ Status CublasLtBackend::find_algorithm(const GemmCall& call, Plan* p) const {
   const cublasStatus_t created = cublasLtMatmulPreferenceCreate(&guard.preference);
   if (created != CUBLAS_STATUS_SUCCESS) return lt_error("cublasLtMatmulPreferenceCreate", "", created);
   const uint64_t workspace = kWorkspaceBytes;
-  const uint32_t alignment = uint32_t(kAlignment);
+  // The operands' own alignments (cublaslt_alignment.hpp); C is D.
+  const LtAlignments alignments = lt_alignments(call);
   EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_PREFER(guard.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, workspace));
-  EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_PREFER(guard.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment));
-  EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_PREFER(guard.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment));
-  EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_PREFER(guard.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment));
-  EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_PREFER(guard.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment));
+  EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_PREFER(guard.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignments.a));
+  EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_PREFER(guard.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignments.b));
+  EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_PREFER(guard.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignments.d));
+  EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_PREFER(guard.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignments.d));
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
@@ -285,7 +326,9 @@ Status CublasLtBackend::find_algorithm(const GemmCall& call, Plan* p) const {
   }
   if (status != CUBLAS_STATUS_SUCCESS || returned == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
     return error(EPIGEMM_STATUS_NOT_SUPPORTED, "cuBLASLt has no algorithm for ",
-                 epilogue_label(call.epilogue, call.activation), " with these dtypes and layouts");
+                 epilogue_label(call.epilogue, call.activation),
+                 " with these dtypes and layouts (alignments in bytes: A ", alignments.a, ", B ",
+                 alignments.b, ", D ", alignments.d, ")");
   }
   p->algo = result.algo;
   return Status();

@@ -118,6 +118,14 @@ int threads_x_of(TileOp op, const KernelVariant& k) {
   return (k.narrowed ? narrower_config(config) : config).threads_x;
 }
 
+// The grid of a variant on rows x cols for a kernel of that occupancy (0: one block per
+// multiprocessor).
+TilePlan tile_plan_with(int sm_count, int blocks_per_sm, TileOp op, const KernelVariant& variant,
+                        int64_t rows, int64_t cols) {
+  const int waves = waves_for_size(kLibraryWaves[int(op)], rows, cols);
+  return plan_tiles(rows, cols, threads_x_of(op, variant), target_blocks(sm_count, blocks_per_sm, waves));
+}
+
 }  // namespace
 
 Status query_kernel_tuning(KernelTuning* tuning) {
@@ -127,22 +135,39 @@ Status query_kernel_tuning(KernelTuning* tuning) {
     err = cudaDeviceGetAttribute(&tuning->sm_count, cudaDevAttrMultiProcessorCount, device);
   }
   if (err != cudaSuccess) return EPIGEMM_BACKEND_ERROR("reading the device: ", cudaGetErrorString(err));
-  for (int op = 0; op < kTileOpCount; ++op) {
-    for (int a = 0; a < kActivationCount; ++a) {
-      const epigemm_activation_t activation = epigemm_activation_t(a);
-      for (int v = 0; v < kKernelVariantCount; ++v) {
-        int& blocks = tuning->blocks_per_sm[op][a][v];
-        blocks = 0;
-        const void* kernel = library_kernel_for(TileOp(op), activation, kernel_variant_of_index(v));
-        if (kernel == nullptr) continue;
-        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kBlockThreads, 0);
-        if (err != cudaSuccess) {
-          return EPIGEMM_BACKEND_ERROR("the epilogue kernels cannot run on this device: ",
-                                       cudaGetErrorString(err));
-        }
-      }
+  // Every kernel of this file is in one image: one kernel's attributes say whether the build has
+  // an image for this device (it is built for sm_90a), without loading the others.
+  cudaFuncAttributes attributes;
+  err = cudaFuncGetAttributes(&attributes, scale_copy_kernel);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return EPIGEMM_BACKEND_ERROR("the epilogue kernels cannot run on this device: ", cudaGetErrorString(err));
+  }
+  return Status();
+}
+
+Status kernel_blocks_per_sm(const KernelTuning& tuning, TileOp op, epigemm_activation_t activation,
+                            const KernelVariant& variant, int* blocks) {
+  activation = kernel_activation(op, activation);
+  const int o = int(op), a = int(activation), v = kernel_variant_index(variant);
+  if (tuning.occupancy_known[o][a][v]) {
+    *blocks = tuning.blocks_per_sm[o][a][v];
+    return Status();
+  }
+  *blocks = 0;
+  const void* kernel = library_kernel_for(op, activation, variant);
+  if (kernel != nullptr) {
+    ++tuning.occupancy_queries;
+    const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, kernel, kBlockThreads, 0);
+    if (err != cudaSuccess) {
+      *blocks = 0;
+      cudaGetLastError();  // reported here, not by the next launch check
+      return EPIGEMM_BACKEND_ERROR("the occupancy of an epilogue kernel (op ", o, ", activation ", a,
+                                   ", variant ", v, "): ", cudaGetErrorString(err));
     }
   }
+  tuning.blocks_per_sm[o][a][v] = *blocks;
+  tuning.occupancy_known[o][a][v] = true;
   return Status();
 }
 
@@ -170,12 +195,13 @@ KernelVariant tile_kernel_variant(TileOp op, const TileArgs& args) {
   return k;
 }
 
-TilePlan library_tile_plan(const KernelTuning& tuning, TileOp op, epigemm_activation_t activation,
-                           const KernelVariant& variant, int64_t rows, int64_t cols) {
-  const int a = int(kernel_activation(op, activation));
-  const int blocks_per_sm = tuning.blocks_per_sm[int(op)][a][kernel_variant_index(variant)];
-  const int waves = waves_for_size(kLibraryWaves[int(op)], rows, cols);
-  return plan_tiles(rows, cols, threads_x_of(op, variant), target_blocks(tuning.sm_count, blocks_per_sm, waves));
+Status library_tile_plan(const KernelTuning& tuning, TileOp op, epigemm_activation_t activation,
+                         const KernelVariant& variant, int64_t rows, int64_t cols, TilePlan* plan) {
+  int blocks_per_sm = 0;
+  EPIGEMM_RETURN_IF_ERROR(
+      kernel_blocks_per_sm(tuning, op, kernel_activation(op, activation), variant, &blocks_per_sm));
+  *plan = tile_plan_with(tuning.sm_count, blocks_per_sm, op, variant, rows, cols);
+  return Status();
 }
 
 int64_t row_partial_elements(const KernelTuning& tuning, TileOp op, epigemm_activation_t activation,
@@ -187,7 +213,11 @@ int64_t row_partial_elements(const KernelTuning& tuning, TileOp op, epigemm_acti
   for (int v = 0; v < kKernelVariantCount; ++v) {
     const KernelVariant k = kernel_variant_of_index(v);
     if (!library_has_kernel(op, kernel_act, k)) continue;
-    chunks = std::max(chunks, library_tile_plan(tuning, op, kernel_act, k, rows, cols).column_chunks);
+    TilePlan plan;
+    if (!library_tile_plan(tuning, op, kernel_act, k, rows, cols, &plan).ok()) {
+      plan = tile_plan_with(tuning.sm_count, 0, op, k, rows, cols);  // see the header
+    }
+    chunks = std::max(chunks, plan.column_chunks);
   }
   return chunks * rows;
 }
@@ -202,7 +232,8 @@ Status launch_tile_kernel(const KernelTuning& tuning, TileOp op, epigemm_activat
     return error(EPIGEMM_STATUS_INTERNAL_ERROR, "no tile kernel is compiled for op ", int(op),
                  " with activation ", int(kernel_act));
   }
-  const TilePlan plan = library_tile_plan(tuning, op, kernel_act, k, args.rows, args.cols);
+  TilePlan plan;
+  EPIGEMM_RETURN_IF_ERROR(library_tile_plan(tuning, op, kernel_act, k, args.rows, args.cols, &plan));
   EPIGEMM_RETURN_IF_ERROR(tile::launch_tile(kernel, threads_x_of(op, k), plan, tile_op_parts(op).sums_rows,
                                             args, row_sums_out, row_sums_dtype,
                                             /*dependent_launch=*/true, stream));

@@ -40,17 +40,38 @@ struct TileArgs {
   float* row_partials = nullptr;  // dact_bgrad, row_sums: [column_chunks x rows] fp32
 };
 
-// Per-device launch facts, read once when the backend is created.
+// Per-device launch facts. The multiprocessor count is read when the backend is created; the
+// occupancy of a kernel (cudaOccupancyMaxActiveBlocksPerMultiprocessor, which neither
+// synchronizes nor allocates) is asked the first time a plan needs it and kept here, so a context
+// only ever asks about the kernels its calls use, each once.
+//
+// Why a query and not a compile-time value: __launch_bounds__(256, min_blocks) only guarantees
+// at least min_blocks resident blocks (1 on the scalar path); how many fit is decided by the
+// registers ptxas allocates and the row-sum kernels' shared memory, known after compilation. A
+// constant would differ from the query wherever ptxas uses fewer registers than the cap, and the
+// grid (hence the order of the bias-gradient partial sums) would change. The query, with the
+// same arguments as before, gives the same number as when it ran at creation, so grids and
+// results are bitwise what they were.
 struct KernelTuning {
   int sm_count = 0;
   // Resident blocks per multiprocessor of each kernel the library compiles
-  // (library_has_kernel), [op][activation][kernel_variant_index]; 0 for the others.
-  int blocks_per_sm[kTileOpCount][kActivationCount][kKernelVariantCount] = {};
+  // (library_has_kernel), [op][activation][kernel_variant_index]; 0 for the others and until
+  // asked (occupancy_known).
+  mutable int blocks_per_sm[kTileOpCount][kActivationCount][kKernelVariantCount] = {};
+  mutable bool occupancy_known[kTileOpCount][kActivationCount][kKernelVariantCount] = {};
+  mutable int occupancy_queries = 0;  // calls of the occupancy calculator so far (for the tests)
 };
 
-// Reads the device's multiprocessor count and the occupancy of each compiled tile kernel. Fails
-// (with CUDA's message) when this build holds no kernel image for the current device.
+// Reads the device's multiprocessor count and checks that this build holds a kernel image for
+// the current device (one kernel's attributes; the occupancy of each kernel is asked on first use,
+// see KernelTuning). Fails with CUDA's message when it does not.
 Status query_kernel_tuning(KernelTuning* tuning);
+
+// The resident blocks per multiprocessor of the kernel of (op, activation, variant): from the
+// tuning's cache, or asked of CUDA the first time and kept (an op without an activation has its
+// kernels under the identity). 0 for a kernel the library does not compile. Fails with CUDA's message when CUDA cannot answer (nothing is kept then).
+Status kernel_blocks_per_sm(const KernelTuning& tuning, TileOp op, epigemm_activation_t activation,
+                            const KernelVariant& variant, int* blocks);
 
 // Whether a call's operands allow the 16-byte vector path: rows % 8 == 0, every leading
 // dimension % 8 == 0 and every pointer the op touches 16-byte aligned.
@@ -59,13 +80,17 @@ bool tile_vector_path(TileOp op, const TileArgs& args);
 // The kernel variant launch_tile_kernel runs for these operands.
 KernelVariant tile_kernel_variant(TileOp op, const TileArgs& args);
 
-// The grid launch_tile_kernel uses for a variant on rows x cols.
-TilePlan library_tile_plan(const KernelTuning& tuning, TileOp op, epigemm_activation_t activation,
-                           const KernelVariant& variant, int64_t rows, int64_t cols);
+// The grid launch_tile_kernel uses for a variant on rows x cols (kernel_blocks_per_sm's failure
+// when the kernel's occupancy cannot be asked).
+Status library_tile_plan(const KernelTuning& tuning, TileOp op, epigemm_activation_t activation,
+                         const KernelVariant& variant, int64_t rows, int64_t cols, TilePlan* plan);
 
 // fp32 elements of row partials that launch_tile_kernel may write for `rows` x `cols`, whatever
 // variant it runs (the workspace is sized before the pointers' alignment is known). 0 for an op
-// without row sums.
+// without row sums. Where a kernel's occupancy cannot be asked, its plan is taken with one block
+// per multiprocessor; launch_tile_kernel then asks again and fails before launching if CUDA still
+// cannot answer, and if it can, Context::execute's own workspace query, made just before the
+// launch, sees the same grid and refuses a workspace sized for fewer partials.
 int64_t row_partial_elements(const KernelTuning& tuning, TileOp op, epigemm_activation_t activation,
                              int64_t rows, int64_t cols);
 
