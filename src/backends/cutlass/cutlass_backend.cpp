@@ -53,12 +53,13 @@ const Kernel* kernel_for(const GemmCall& call, std::string* why_not) {
   const EpilogueParts parts = call.parts();
   const OperandLayout layout = cutlass_backend::operand_layout(call);
   const cutlass_backend::TileConfig tile = cutlass_backend::tile_config_for(call);
-  const std::string label = epilogue_label(call.epilogue, call.activation);
+  // The reasons are built only when a call is declined: run() looks the kernel up on every call.
+  auto label = [&] { return epilogue_label(call.epilogue, call.activation); };
   const char* layout_name = cutlass_backend::operand_layout_name(layout);
   switch (parts.bias_grad) {
     case BiasGradPart::columns_of_b:
     case BiasGradPart::rows_of_a:
-      *why_not = label + " sums an input operand, not an epilogue of D: not instantiated";
+      *why_not = label() + " sums an input operand, not an epilogue of D: not instantiated";
       return nullptr;
     case BiasGradPart::rows_of_gradient:
     case BiasGradPart::none: break;
@@ -67,27 +68,27 @@ const Kernel* kernel_for(const GemmCall& call, std::string* why_not) {
   switch (parts.direction) {
     case Direction::backward:
       if (parts.activation == EPIGEMM_ACTIVATION_IDENTITY) {
-        *why_not = label + ": the backward epilogues are instantiated for the activations other than identity";
+        *why_not = label() + ": the backward epilogues are instantiated for the activations other than identity";
         return nullptr;
       }
       kernel = cutlass_backend::find_backward_activation_bgrad_kernel(call.d.dtype, layout, call.activation, tile);
       if (kernel == nullptr) {
-        *why_not = label + " with transa/transb " + layout_name + ": instantiated for NN (dgrad) only";
+        *why_not = label() + " with transa/transb " + layout_name + ": instantiated for NN (dgrad) only";
       }
       return kernel;
     case Direction::forward:
       if (parts.activation == EPIGEMM_ACTIVATION_IDENTITY) {
         if (parts.uses_aux()) {
-          *why_not = label + ": an aux copy of D with the identity activation is not instantiated";
+          *why_not = label() + ": an aux copy of D with the identity activation is not instantiated";
           return nullptr;
         }
         kernel = cutlass_backend::find_linear_combination_bias_kernel(call.d.dtype, layout, tile);
-        if (kernel == nullptr) *why_not = label + " with transa/transb " + layout_name + ": not instantiated";
+        if (kernel == nullptr) *why_not = label() + " with transa/transb " + layout_name + ": not instantiated";
         return kernel;
       }
       kernel = cutlass_backend::find_forward_activation_aux_kernel(call.d.dtype, layout, call.activation, tile);
       if (kernel == nullptr) {
-        *why_not = label + " with transa/transb " + layout_name + ": instantiated for TN (fprop) only";
+        *why_not = label() + " with transa/transb " + layout_name + ": instantiated for TN (fprop) only";
       }
       return kernel;
   }
@@ -95,8 +96,8 @@ const Kernel* kernel_for(const GemmCall& call, std::string* why_not) {
   return nullptr;
 }
 
-// The dtype, alignment and extent rules of every operand (file comment); empty when all hold.
-std::string operand_rule_broken(const GemmCall& call) {
+// The dtypes of A, B and D that kernels are instantiated for; empty when they are.
+std::string main_dtype_rule_broken(const GemmCall& call) {
   const OperandNames& n = call.names;
   const epigemm_dtype_t dtype = call.a.dtype;
   if (dtype != EPIGEMM_DTYPE_BF16 && dtype != EPIGEMM_DTYPE_F16) {
@@ -106,6 +107,14 @@ std::string operand_rule_broken(const GemmCall& call) {
     return std::string(n.d) + " is " + dtype_name(call.d.dtype) + "; instantiated: D in the input dtype " +
            dtype_name(dtype);
   }
+  return {};
+}
+
+// The dtype of the side operands and the alignment and extent rules of every operand (file
+// comment); empty when all hold.
+std::string operand_rule_broken(const GemmCall& call) {
+  const OperandNames& n = call.names;
+  const epigemm_dtype_t dtype = call.a.dtype;
   struct VectorOperand {
     bool present;
     const Vector& vector;
@@ -232,11 +241,15 @@ Support CutlassBackend::supports(const GemmCall& call) const {
                        std::to_string(call.gemm_n) + ", " + std::to_string(call.gemm_k) +
                        "): the degenerate cases are left to the cuda backend");
   }
-  const std::string broken = operand_rule_broken(call);
-  if (!broken.empty()) return Support::no(broken);
+  // The dtypes, then whether a kernel computes the epilogue in this layout, then the operands'
+  // rules: the first reason that applies is the one that says most.
+  const std::string dtypes_broken = main_dtype_rule_broken(call);
+  if (!dtypes_broken.empty()) return Support::no(dtypes_broken);
   std::string why_not;
   const Kernel* kernel = kernel_for(call, &why_not);
   if (kernel == nullptr) return Support::no(why_not);
+  const std::string broken = operand_rule_broken(call);
+  if (!broken.empty()) return Support::no(broken);
   const Status can = kernel->check_can_implement(call, device_);
   if (!can.ok()) return Support::no(can.message());
   return Support::yes();
