@@ -28,7 +28,7 @@ fi
 OUT=${OUT:-$ROOT/gpu-cutlass-out}
 mkdir -p "$OUT"
 BUILD=$ROOT/build-gpu-cutlass
-TESTS_FILTER=${TESTS_FILTER:-'cutlass/*:CutlassBackend.*:CutlassSupport.*:*/cutlass:BadInput.*:BackendDescription*:Dispatch*'}
+TESTS_FILTER=${TESTS_FILTER:-'cutlass/*:CutlassBackend.*:CutlassSupport.*:*/cutlass:*/cutlass_device:*BadInput.*:BackendDescription*:*Dispatch*'}
 MEMCHECK_FILTER=${MEMCHECK_FILTER:-'CutlassBackend.GridSmallerThanTheSmCount:CutlassBackend.CallsCaptureIntoAGraphAndReplay'}
 RACECHECK_FILTER=${RACECHECK_FILTER:-'CutlassBackend.CallsCaptureIntoAGraphAndReplay'}
 step() { echo "== $(date -u +%H:%M:%S) $*"; }
