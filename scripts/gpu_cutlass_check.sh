@@ -73,7 +73,7 @@ step "tests: $TESTS_FILTER in $SHARDS shards"
 rm -f "$OUT"/tests.shard.*.log
 for shard in $(seq 0 $((SHARDS - 1))); do
   GTEST_TOTAL_SHARDS=$SHARDS GTEST_SHARD_INDEX=$shard OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive \
-    timeout 300 "$TESTS" --gtest_filter="$TESTS_FILTER" > "$OUT/tests.shard.$shard.log" 2>&1 &
+    timeout 200 "$TESTS" --gtest_filter="$TESTS_FILTER" > "$OUT/tests.shard.$shard.log" 2>&1 &
 done
 TESTS_RC=0
 for job in $(jobs -p); do wait "$job" || TESTS_RC=1; done
@@ -87,12 +87,12 @@ MEMCHECK_RC=skipped
 RACECHECK_RC=skipped
 if [ "${SANITIZE:-1}" = 1 ]; then
   step "compute-sanitizer memcheck: $MEMCHECK_FILTER"
-  timeout 150 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 99 \
+  timeout 90 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 99 \
     "$TESTS" --gtest_filter="$MEMCHECK_FILTER" > "$OUT/memcheck.log" 2>&1
   MEMCHECK_RC=$?
   tail -2 "$OUT/memcheck.log"
   step "compute-sanitizer racecheck: $RACECHECK_FILTER"
-  timeout 120 compute-sanitizer --tool racecheck --error-exitcode 99 \
+  timeout 60 compute-sanitizer --tool racecheck --error-exitcode 99 \
     "$TESTS" --gtest_filter="$RACECHECK_FILTER" > "$OUT/racecheck.log" 2>&1
   RACECHECK_RC=$?
   tail -2 "$OUT/racecheck.log"
