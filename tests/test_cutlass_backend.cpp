@@ -25,6 +25,11 @@
 #include "epigemm/epigemm.h"
 #include "harness/harness.hpp"
 
+#ifdef EPIGEMM_HAVE_CUTLASS_BACKEND_FOR_TESTS
+#include "backends/cutlass/cutlass_kernels.hpp"
+#include "backends/cutlass/cutlass_tile_config.hpp"
+#endif
+
 namespace epigemm {
 #ifdef EPIGEMM_HAVE_CUTLASS_BACKEND_FOR_TESTS
 std::unique_ptr<Backend> create_cutlass_backend();
@@ -208,7 +213,84 @@ TEST(CutlassSupport, AcceptsItsKernelsAndDeclinesTheRestWithTheReason) {
     }
   }
 }
+
+// Every kernel the lookups promise is there, is the one asked for (its name says the dtype, the
+// layout, the family and the activation), and accepts an aligned call of its kind through
+// supports(), CUTLASS's can_implement included; what is not instantiated is not found.
+TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
+  namespace cb = epigemm::cutlass_backend;
+  const std::unique_ptr<epigemm::Backend> backend = epigemm::create_cutlass_backend();
+  const cb::TileConfig tile = cb::TileConfig::cooperative_128x128x64;
+  const cb::OperandLayout layouts[] = {cb::OperandLayout::nn, cb::OperandLayout::nt, cb::OperandLayout::tn,
+                                       cb::OperandLayout::tt};
+  auto transposes = [](cb::OperandLayout layout, epigemm_op_t* ta, epigemm_op_t* tb) {
+    *ta = layout == cb::OperandLayout::tn || layout == cb::OperandLayout::tt ? EPIGEMM_OP_T : EPIGEMM_OP_N;
+    *tb = layout == cb::OperandLayout::nt || layout == cb::OperandLayout::tt ? EPIGEMM_OP_T : EPIGEMM_OP_N;
+  };
+  auto expect_named = [](const cb::Kernel* kernel, const std::vector<std::string>& parts) {
+    ASSERT_NE(kernel, nullptr);
+    for (const std::string& part : parts) {
+      EXPECT_NE(std::string(kernel->name).find(part), std::string::npos) << kernel->name << " lacks " << part;
+    }
+  };
+  auto expect_supported = [&](epigemm_epilogue_t e, epigemm_activation_t a, cb::OperandLayout layout,
+                              epigemm_dtype_t dtype) {
+    epigemm_op_t ta, tb;
+    transposes(layout, &ta, &tb);
+    epigemm::GemmCall call = host_probe_call(e, a, ta, tb, 136, 200, 72);
+    for (epigemm::Matrix* m : {&call.a, &call.b, &call.d, &call.aux}) m->dtype = dtype;
+    call.bias.dtype = call.bias_grad.dtype = dtype;
+    const epigemm::Support support = backend->supports(call);
+    EXPECT_TRUE(support.supported) << epigemm_epilogue_name(e) << " " << epigemm_activation_name(a) << " "
+                                   << cb::operand_layout_name(layout) << " " << epigemm_dtype_name(dtype)
+                                   << ": declined: " << support.reason;
+  };
+  int found = 0;
+  for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
+    const std::string dtype_name = epigemm_dtype_name(dtype);
+    EXPECT_EQ(cb::find_linear_combination_bias_kernel(EPIGEMM_DTYPE_F32, cb::OperandLayout::tn, tile), nullptr);
+    for (cb::OperandLayout layout : layouts) {
+      const std::string layout_name = cb::operand_layout_name(layout);
+      expect_named(cb::find_linear_combination_bias_kernel(dtype, layout, tile),
+                   {dtype_name + " " + layout_name + " linear_combination_bias", "128x128x64"});
+      ++found;
+      expect_supported(EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_ACTIVATION_GELU_TANH, layout, dtype);
+      expect_supported(EPIGEMM_EPILOGUE_BIAS, EPIGEMM_ACTIVATION_GELU_TANH, layout, dtype);
+      for (epigemm_activation_t a : non_identity_activations()) {
+        const std::string act = std::string("(") + epigemm_activation_name(a) + ")";
+        const cb::Kernel* forward = cb::find_forward_activation_aux_kernel(dtype, layout, a, tile);
+        const cb::Kernel* backward = cb::find_backward_activation_bgrad_kernel(dtype, layout, a, tile);
+        if (layout == cb::OperandLayout::tn) {
+          expect_named(forward, {dtype_name + " TN forward_activation_aux" + act});
+          ++found;
+          for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_ACT, EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_EPILOGUE_ACT_AUX,
+                                       EPIGEMM_EPILOGUE_ACT_AUX_BIAS}) {
+            expect_supported(e, a, layout, dtype);
+          }
+        } else {
+          EXPECT_EQ(forward, nullptr) << layout_name;
+        }
+        if (layout == cb::OperandLayout::nn) {
+          expect_named(backward, {dtype_name + " NN backward_activation_bgrad" + act});
+          ++found;
+          for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_DACT, EPIGEMM_EPILOGUE_DACT_BGRAD}) {
+            expect_supported(e, a, layout, dtype);
+          }
+        } else {
+          EXPECT_EQ(backward, nullptr) << layout_name;
+        }
+      }
+      EXPECT_EQ(cb::find_forward_activation_aux_kernel(dtype, layout, EPIGEMM_ACTIVATION_IDENTITY, tile), nullptr);
+      EXPECT_EQ(cb::find_backward_activation_bgrad_kernel(dtype, layout, EPIGEMM_ACTIVATION_IDENTITY, tile), nullptr);
+    }
+  }
+  EXPECT_EQ(found, 24);
+}
 #else
+TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
+  GTEST_SKIP() << "SKIP: the cutlass backend is not built (no CUDA, no CUTLASS headers, or no 90a "
+                  "in CMAKE_CUDA_ARCHITECTURES)";
+}
 TEST(CutlassSupport, AcceptsItsKernelsAndDeclinesTheRestWithTheReason) {
   GTEST_SKIP() << "SKIP: the cutlass backend is not built (no CUDA, no CUTLASS headers, or no 90a "
                   "in CMAKE_CUDA_ARCHITECTURES)";
