@@ -11,6 +11,8 @@
 //   floor_f32out the same GEMM writing fp32 (what the fp32-intermediate path runs), per pass
 //   cuda         the `cuda` backend end to end through the public C API
 //   cublaslt     the `cublaslt` backend (where it supports the case; else its reason)
+//   cutlass      the `cutlass` backend (where it is built and supports the case; else its reason),
+//                its outputs checked against the naive computation like cuda's
 //   auto         the dispatcher
 //   lt_fused     cuBLASLt with the fused epilogue called directly, where cuBLASLt has the epilogue
 //                (cublaslt_epilogue.hpp: gelu_tanh, relu without aux, BIAS, BGRADB, BGRADA)
@@ -725,7 +727,7 @@ int main(int argc, char** argv) {
             die(std::string("workspace size: ") + epigemm_context_last_error(ctx));
           }
           epigemm_gemm_desc_destroy(api.desc);
-          for (epigemm_backend_t other : {EPIGEMM_BACKEND_CUBLASLT, EPIGEMM_BACKEND_AUTO}) {
+          for (epigemm_backend_t other : {EPIGEMM_BACKEND_CUBLASLT, EPIGEMM_BACKEND_CUTLASS, EPIGEMM_BACKEND_AUTO}) {
             ApiCall api_other = api_call(probe, other);
             size_t other_bytes = 0;
             if (epigemm_gemm_workspace_size(ctx, api_other.desc, &api_other.a, &api_other.b, &api_other.d,
@@ -740,7 +742,7 @@ int main(int argc, char** argv) {
         }
         DeviceBuffer ws(ws_bytes);
         std::vector<epigemm::GemmCall> calls;
-        std::vector<ApiCall> apis, apis_cublaslt, apis_auto;
+        std::vector<ApiCall> apis, apis_cublaslt, apis_cutlass, apis_auto;
         std::vector<std::unique_ptr<LtCall>> lts;
         for (int r = 0; r < sets; ++r) {
           const GemmShape g = gemm_shape(s, p, tsets[size_t(r)]);
@@ -749,6 +751,7 @@ int main(int argc, char** argv) {
           if (!valid.ok()) die("the internal call of " + ename + " does not validate: " + valid.message());
           apis.push_back(api_call(calls.back()));
           apis_cublaslt.push_back(api_call(calls.back(), EPIGEMM_BACKEND_CUBLASLT));
+          apis_cutlass.push_back(api_call(calls.back(), EPIGEMM_BACKEND_CUTLASS));
           apis_auto.push_back(api_call(calls.back(), EPIGEMM_BACKEND_AUTO));
           lts.push_back(std::make_unique<LtCall>());
           lt_setup(lt, calls.back(), lts.back().get());
@@ -769,6 +772,11 @@ int main(int argc, char** argv) {
             epigemm_gemm_workspace_size(ctx, apis_cublaslt[0].desc, &apis_cublaslt[0].a, &apis_cublaslt[0].b,
                                         &apis_cublaslt[0].d, &probe_bytes) == EPIGEMM_STATUS_SUCCESS;
         const std::string lt_declined = backend_lt_ok ? "" : epigemm_context_last_error(ctx);
+        // The cutlass backend likewise (not compiled in, not usable here, or declined: the reason).
+        const bool backend_cutlass_ok =
+            epigemm_gemm_workspace_size(ctx, apis_cutlass[0].desc, &apis_cutlass[0].a, &apis_cutlass[0].b,
+                                        &apis_cutlass[0].d, &probe_bytes) == EPIGEMM_STATUS_SUCCESS;
+        const std::string cutlass_declined = backend_cutlass_ok ? "" : epigemm_context_last_error(ctx);
         run_api(apis_auto, 0);
         epigemm_backend_t auto_choice = EPIGEMM_BACKEND_AUTO;
         if (epigemm_context_last_backend(ctx, &auto_choice, nullptr) != EPIGEMM_STATUS_SUCCESS) {
@@ -778,7 +786,7 @@ int main(int argc, char** argv) {
 
         // Correctness before timing, on set 0: the cuda backend against the naive computation
         // on the plain GEMM's fp32 result, and against cuBLASLt's fused epilogue where it has one.
-        std::string check;
+        std::string check, cutlass_check;
         {
           const epigemm::GemmCall& c = calls[0];
           const int64_t m = c.gemm_m, n = c.gemm_n, elems = m * n;
@@ -849,6 +857,16 @@ int main(int argc, char** argv) {
               check += "; MISMATCH vs lt: d/aux " + std::to_string(vs_lt.first) + ", bias_grad " + std::to_string(vs_lt.second);
             }
           }
+          // The cutlass backend's outputs on the same set against the same naive computation.
+          if (backend_cutlass_ok) {
+            run_api(apis_cutlass, 0);
+            CUDA_OK(cudaStreamSynchronize(stream));
+            const auto vs_ref_cutlass = count_bad(d_ref.ptr, aux_ref.ptr, bg_ref.ptr);
+            cutlass_check = vs_ref_cutlass.first == 0 && vs_ref_cutlass.second == 0
+                                ? "ok"
+                                : "MISMATCH vs naive: d/aux " + std::to_string(vs_ref_cutlass.first) +
+                                      ", bias_grad " + std::to_string(vs_ref_cutlass.second);
+          }
         }
 
         const double fb = epilogue_floor_bytes(parts, g0.m, g0.n, g0.k);
@@ -865,6 +883,10 @@ int main(int argc, char** argv) {
         if (backend_lt_ok) {
           fns.push_back([&](int rep) { run_api(apis_cublaslt, rep); });
           names.push_back("cublaslt");
+        }
+        if (backend_cutlass_ok) {
+          fns.push_back([&](int rep) { run_api(apis_cutlass, rep); });
+          names.push_back("cutlass");
         }
         fns.push_back([&](int rep) { run_api(apis_auto, rep); });
         names.push_back("auto");
@@ -897,11 +919,15 @@ int main(int argc, char** argv) {
         for (size_t v = 1; v < names.size(); ++v) {
           rows.push_back({sname, pass_name(p), ename, aname, names[v], medians[v], medians[v] / floor_ms, fb, NAN,
                           names[v] == "cuda" || names[v] == "lt_fused" ? check
+                          : names[v] == "cutlass"                       ? cutlass_check
                           : names[v] == "auto"                          ? auto_note
                                                                         : ""});
         }
         if (!backend_lt_ok) {
           rows.push_back({sname, pass_name(p), ename, aname, "cublaslt", NAN, NAN, fb, NAN, "declined: " + lt_declined});
+        }
+        if (!backend_cutlass_ok) {
+          rows.push_back({sname, pass_name(p), ename, aname, "cutlass", NAN, NAN, fb, NAN, "declined: " + cutlass_declined});
         }
         if (!lt_ok) {
           rows.push_back({sname, pass_name(p), ename, aname, "lt_fused", NAN, NAN, fb, NAN,
@@ -996,7 +1022,7 @@ int main(int argc, char** argv) {
             }
           }
         }
-        for (auto* list : {&apis, &apis_cublaslt, &apis_auto}) {
+        for (auto* list : {&apis, &apis_cublaslt, &apis_cutlass, &apis_auto}) {
           for (auto& a : *list) epigemm_gemm_desc_destroy(a.desc);
         }
         std::printf("  [%d/%d] %s %s: cuda %.4f ms (%.3f x floor), %s, %s\n", ++cases_done, cases_total, pass_name(p),
@@ -1123,8 +1149,11 @@ int main(int argc, char** argv) {
   std::printf("copy %.3f TB/s\n", copy_tbps);
   int mismatched = 0;
   for (const Row& r : rows) {
-    if (r.variant == "cuda" && r.check != "ok") {
-      std::printf("CHECK FAILED: %s %s %s: %s\n", r.shape.c_str(), r.pass.c_str(), r.epilogue.c_str(), r.check.c_str());
+    // A declined cutlass case has no time and says so; a cutlass case that ran was checked.
+    const bool cutlass_ran = r.variant == "cutlass" && r.check.rfind("declined", 0) != 0;
+    if ((r.variant == "cuda" || cutlass_ran) && r.check != "ok") {
+      std::printf("CHECK FAILED: %s %s %s %s: %s\n", r.variant.c_str(), r.shape.c_str(), r.pass.c_str(),
+                  r.epilogue.c_str(), r.check.c_str());
       ++mismatched;
     }
   }

@@ -23,7 +23,10 @@ ROOT=$PWD
 
 if [ "${1:-}" = prepare ]; then
   rm -rf .gtest-src && cp -r /usr/src/googletest .gtest-src
-  grep -qx '/.gtest-src/' .git/info/exclude 2>/dev/null || echo '/.gtest-src/' >> .git/info/exclude
+  # (git rev-parse: in a worktree .git is a file, and the exclude file lives in the main repository)
+  exclude=$(git rev-parse --git-path info/exclude)
+  mkdir -p "$(dirname "$exclude")"
+  grep -qx '/.gtest-src/' "$exclude" 2>/dev/null || echo '/.gtest-src/' >> "$exclude"
   echo "copied /usr/src/googletest to .gtest-src (ignored); carry it to the GPU machine"
   exit 0
 fi

@@ -38,7 +38,7 @@ TEST_F(BackendDescription, ReferenceAndAutoSayWhatTheyAre) {
 
 TEST_F(BackendDescription, CompiledBackendsDescribeThemselvesOthersAreNotSupported) {
   for (const epigemm_backend_t b : {EPIGEMM_BACKEND_REFERENCE, EPIGEMM_BACKEND_CPU, EPIGEMM_BACKEND_CUDA,
-                                    EPIGEMM_BACKEND_CUBLASLT}) {
+                                    EPIGEMM_BACKEND_CUBLASLT, EPIGEMM_BACKEND_CUTLASS}) {
     SCOPED_TRACE(epigemm_backend_name(b));
     const char* text = nullptr;
     const epigemm_status_t status = epigemm_backend_description(ctx_, b, &text);
@@ -59,11 +59,13 @@ TEST_F(BackendDescription, CompiledBackendsDescribeThemselvesOthersAreNotSupport
 }
 
 TEST_F(BackendDescription, GpuBackendsNameTheirLibrary) {
-  for (const epigemm_backend_t b : {EPIGEMM_BACKEND_CUDA, EPIGEMM_BACKEND_CUBLASLT}) {
+  for (const epigemm_backend_t b : {EPIGEMM_BACKEND_CUDA, EPIGEMM_BACKEND_CUBLASLT, EPIGEMM_BACKEND_CUTLASS}) {
     if (epigemm_backend_usable(ctx_, b) == 0) continue;
     const std::string description = describe(b);
-    EXPECT_NE(description.find(b == EPIGEMM_BACKEND_CUDA ? "cuBLAS " : "cuBLASLt "), std::string::npos)
-        << description;
+    const char* library = b == EPIGEMM_BACKEND_CUDA       ? "cuBLAS "
+                          : b == EPIGEMM_BACKEND_CUBLASLT ? "cuBLASLt "
+                                                          : "CUTLASS 4.2.0 sm90 kernels on device ";
+    EXPECT_NE(description.find(library), std::string::npos) << description;
     EXPECT_NE(description.find("compute capability"), std::string::npos) << description;
   }
 }

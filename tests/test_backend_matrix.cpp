@@ -10,7 +10,7 @@
 // One test per (target, epilogue, activation, transa/transb), and for the (epilogue, activation)
 // pairs of the reduced dtype set one per (target, epilogue, activation) that loops over the four
 // transpositions; each loops over the dtype combinations and the shapes. Instantiated for
-// reference, cpu, cuda, cublaslt, auto on host memory and auto on device memory; a target that is
+// reference, cpu, cuda, cublaslt, cutlass, auto on host memory and auto on device memory; a target that is
 // not compiled in or cannot run here SKIPs with the reason.
 //
 // Degenerate sizes (docs/conventions.md): gemm_m = 0 or gemm_n = 0 writes nothing to the empty
@@ -291,6 +291,7 @@ EPIGEMM_MATRIX_FOR(reference, EPIGEMM_BACKEND_REFERENCE, EPIGEMM_MEMORY_HOST);
 EPIGEMM_MATRIX_FOR(cpu, EPIGEMM_BACKEND_CPU, EPIGEMM_MEMORY_HOST);
 EPIGEMM_MATRIX_FOR(cuda, EPIGEMM_BACKEND_CUDA, EPIGEMM_MEMORY_DEVICE);
 EPIGEMM_MATRIX_FOR(cublaslt, EPIGEMM_BACKEND_CUBLASLT, EPIGEMM_MEMORY_DEVICE);
+EPIGEMM_MATRIX_FOR(cutlass, EPIGEMM_BACKEND_CUTLASS, EPIGEMM_MEMORY_DEVICE);
 EPIGEMM_MATRIX_FOR(auto_host, EPIGEMM_BACKEND_AUTO, EPIGEMM_MEMORY_HOST);
 EPIGEMM_MATRIX_FOR(auto_device, EPIGEMM_BACKEND_AUTO, EPIGEMM_MEMORY_DEVICE);
 

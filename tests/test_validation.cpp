@@ -445,10 +445,10 @@ std::vector<Case> gemm_level_cases() {
   add({"desc_epilogue_negative", [](BadCall& s) { s.epilogue = epigemm_epilogue_t(-1); },
        EPIGEMM_STATUS_INVALID_VALUE, "epilogue", {}, {-1, 0, 9}});
   add({"desc_backend_out_of_range", [](BadCall& s) { s.backend = epigemm_backend_t(9); },
-       EPIGEMM_STATUS_INVALID_VALUE, "backend", {}, {9, 0, 4}});
+       EPIGEMM_STATUS_INVALID_VALUE, "backend", {}, {9, 0, 5}});
   add({"context_set_backend_out_of_range",
-       [](BadCall& s) { s.entry = Entry::context_set_backend; s.backend = epigemm_backend_t(5); },
-       EPIGEMM_STATUS_INVALID_VALUE, "backend", {}, {5, 0, 4}});
+       [](BadCall& s) { s.entry = Entry::context_set_backend; s.backend = epigemm_backend_t(6); },
+       EPIGEMM_STATUS_INVALID_VALUE, "backend", {}, {6, 0, 5}});
 
   // -- dtype combinations (A and B alike; D f32 or A's dtype) ---------------------------------
   add({"desc_A_f16_B_bf16",
@@ -585,7 +585,8 @@ std::vector<Case> gemm_level_cases() {
        EPIGEMM_STATUS_NOT_SUPPORTED, "backend", {"reference", "host"}, {}});
 
   // -- a backend that is not compiled in or cannot run here: a status, never a crash ----------
-  for (epigemm_backend_t b : {EPIGEMM_BACKEND_CPU, EPIGEMM_BACKEND_CUDA, EPIGEMM_BACKEND_CUBLASLT}) {
+  for (epigemm_backend_t b :
+       {EPIGEMM_BACKEND_CPU, EPIGEMM_BACKEND_CUDA, EPIGEMM_BACKEND_CUBLASLT, EPIGEMM_BACKEND_CUTLASS}) {
     const std::string name = epigemm_backend_name(b);
     add({"desc_backend_" + name + "_not_usable", [b](BadCall& s) { s.backend = b; },
          EPIGEMM_STATUS_NOT_SUPPORTED, "backend", {name}, {},
@@ -1142,7 +1143,7 @@ TEST(BadInput, InsufficientWorkspaceIsRefused) {
     if (epigemm_backend_usable(ctx, b)) probes.push_back({b, EPIGEMM_MEMORY_HOST});
   }
 #ifdef EPIGEMM_TESTS_WITH_CUDA
-  for (epigemm_backend_t b : {EPIGEMM_BACKEND_CUDA, EPIGEMM_BACKEND_CUBLASLT}) {
+  for (epigemm_backend_t b : {EPIGEMM_BACKEND_CUDA, EPIGEMM_BACKEND_CUBLASLT, EPIGEMM_BACKEND_CUTLASS}) {
     if (epigemm_backend_usable(ctx, b) && device_usable()) probes.push_back({b, EPIGEMM_MEMORY_DEVICE});
   }
 #endif

@@ -284,7 +284,7 @@ int run_check(int argc, char** argv, int first) {
                   "reference is the only usable backend, compares it with an independent naive computation.");
   options.add("cases", "N", "cases in the sample", "64");
   options.add("seed", "N", "seed of the sample (printed, so a failure can be replayed)", "time of day");
-  options.add("backend", "NAME", "all|reference|cpu|cuda|cublaslt: the backend(s) to check", "all");
+  options.add("backend", "NAME", "all|reference|cpu|cuda|cublaslt|cutlass: the backend(s) to check", "all");
   options.add_flag("failures-only", "print only the rows that fail");
   options.set_epilog("Exit code: 0 when every case passes, 1 when one fails, 2 for a usage error.");
   if (!options.parse(argc, argv, first)) return 0;
@@ -292,11 +292,12 @@ int run_check(int argc, char** argv, int first) {
   const uint64_t seed = options.given("seed")
                             ? uint64_t(options.integer("seed", 0, INT64_MAX))
                             : uint64_t(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
-  const size_t choice = options.choice("backend", {"all", "reference", "cpu", "cuda", "cublaslt"});
+  const size_t choice = options.choice("backend", {"all", "reference", "cpu", "cuda", "cublaslt", "cutlass"});
   const bool failures_only = options.flag("failures-only");
 
   epigemm::Handle handle;
-  const epigemm_backend_t candidates[] = {EPIGEMM_BACKEND_CPU, EPIGEMM_BACKEND_CUDA, EPIGEMM_BACKEND_CUBLASLT};
+  const epigemm_backend_t candidates[] = {EPIGEMM_BACKEND_CPU, EPIGEMM_BACKEND_CUDA, EPIGEMM_BACKEND_CUBLASLT,
+                                          EPIGEMM_BACKEND_CUTLASS};
   std::vector<epigemm_backend_t> tested;
   if (choice == 0) {
     for (const epigemm_backend_t b : candidates) {
@@ -351,7 +352,8 @@ int run_check(int argc, char** argv, int first) {
       continue;
     }
     for (const epigemm_backend_t backend : tested) {
-      const bool on_gpu = backend == EPIGEMM_BACKEND_CUDA || backend == EPIGEMM_BACKEND_CUBLASLT;
+      const bool on_gpu = backend == EPIGEMM_BACKEND_CUDA || backend == EPIGEMM_BACKEND_CUBLASLT ||
+                          backend == EPIGEMM_BACKEND_CUTLASS;
       if (on_gpu && !gpu) gpu = make_cuda_device();
       ComputeDevice& device = on_gpu ? *gpu : *host;
       GemmOutputs out;

@@ -195,8 +195,9 @@ DemoConfig parse_config(Options& options, epigemm::Handle& handle) {
   DemoConfig config;
   const epigemm_backend_t backends[] = {EPIGEMM_BACKEND_AUTO, EPIGEMM_BACKEND_REFERENCE,
                                         EPIGEMM_BACKEND_CPU, EPIGEMM_BACKEND_CUDA,
-                                        EPIGEMM_BACKEND_CUBLASLT};
-  config.backend = backends[options.choice("backend", {"auto", "reference", "cpu", "cuda", "cublaslt"})];
+                                        EPIGEMM_BACKEND_CUBLASLT, EPIGEMM_BACKEND_CUTLASS};
+  config.backend =
+      backends[options.choice("backend", {"auto", "reference", "cpu", "cuda", "cublaslt", "cutlass"})];
   config.dtype = options.choice("dtype", {"fp32", "bf16"}) == 0 ? EPIGEMM_DTYPE_F32 : EPIGEMM_DTYPE_BF16;
   const epigemm_activation_t activations[] = {EPIGEMM_ACTIVATION_GELU_TANH, EPIGEMM_ACTIVATION_GELU_ERF,
                                               EPIGEMM_ACTIVATION_RELU, EPIGEMM_ACTIVATION_SILU};
@@ -210,7 +211,8 @@ DemoConfig parse_config(Options& options, epigemm::Handle& handle) {
                      ": not usable here (not compiled into this build, or it needs a GPU); "
                      "`epigemm info` lists the usable backends");
   }
-  const bool gpu_backend = config.backend == EPIGEMM_BACKEND_CUDA || config.backend == EPIGEMM_BACKEND_CUBLASLT;
+  const bool gpu_backend = config.backend == EPIGEMM_BACKEND_CUDA || config.backend == EPIGEMM_BACKEND_CUBLASLT ||
+                           config.backend == EPIGEMM_BACKEND_CUTLASS;
   const bool gpu_present = handle.usable(EPIGEMM_BACKEND_CUDA) || handle.usable(EPIGEMM_BACKEND_CUBLASLT);
 #ifdef EPIGEMM_TOOLS_WITH_CUDA
   config.on_gpu = gpu_backend || (config.backend == EPIGEMM_BACKEND_AUTO && gpu_present);
@@ -353,7 +355,7 @@ int run_demo(int argc, char** argv, int first) {
                   "regression task with epigemm computing every linear layer, then checks the first\n"
                   "step's gradients against the reference backend and finite differences.\n"
                   "Runs on the GPU when one is usable, on the CPU otherwise.");
-  options.add("backend", "NAME", "auto|reference|cpu|cuda|cublaslt", "auto");
+  options.add("backend", "NAME", "auto|reference|cpu|cuda|cublaslt|cutlass", "auto");
   options.add("dtype", "TYPE", "fp32|bf16 (bf16: bf16 activations and GEMM weights, fp32 master weights)", "fp32");
   options.add("activation", "NAME", "gelu_tanh|gelu_erf|relu|silu: the hidden layer's activation", "gelu_tanh");
   options.add("dgrad-epilogue", "NAME",

@@ -20,7 +20,8 @@ int run_info(int argc, char** argv, int first) {
   print_version(stdout);
   std::printf("backends:\n");
   const epigemm_backend_t backends[] = {EPIGEMM_BACKEND_REFERENCE, EPIGEMM_BACKEND_CPU,
-                                        EPIGEMM_BACKEND_CUDA, EPIGEMM_BACKEND_CUBLASLT};
+                                        EPIGEMM_BACKEND_CUDA, EPIGEMM_BACKEND_CUBLASLT,
+                                        EPIGEMM_BACKEND_CUTLASS};
   for (const epigemm_backend_t b : backends) {
     const bool compiled = epigemm_backend_compiled(handle.get(), b) != 0;
     const bool usable = handle.usable(b);

@@ -136,7 +136,8 @@ typedef enum epigemm_backend_e EPIGEMM_ENUM_INT {
   EPIGEMM_BACKEND_REFERENCE = 1, /* CPU, double accumulation: the definition      */
   EPIGEMM_BACKEND_CPU = 2,       /* CPU BLAS + vectorized epilogue kernels         */
   EPIGEMM_BACKEND_CUDA = 3,      /* cuBLAS + epigemm's epilogue kernels            */
-  EPIGEMM_BACKEND_CUBLASLT = 4   /* cuBLASLt fused epilogues                       */
+  EPIGEMM_BACKEND_CUBLASLT = 4,  /* cuBLASLt fused epilogues                       */
+  EPIGEMM_BACKEND_CUTLASS = 5    /* CUTLASS sm90 kernels with fused epilogues      */
 } epigemm_backend_t;
 
 /* A column-major matrix (GEMM level): element (r, c) is at data[r + c * ld], ld >= rows. */
@@ -236,6 +237,7 @@ const char *epigemm_status_name(epigemm_status_t status);
  *             epilogue kernels avx512; up to 2 OpenMP threads per call (...); OMP_WAIT_POLICY unset"
  *   cuda      the cuBLAS version and the device (name, compute capability, multiprocessors)
  *   cublaslt  the cuBLASLt version and the device
+ *   cutlass   the CUTLASS version its kernels were built from and the device
  *   reference, auto: what they are.
  * A backend that is compiled in but cannot run here says why ("not usable here: ...").
  * *description (out) points into the context: valid until the next epigemm_backend_description

@@ -812,7 +812,7 @@ NB_MODULE(_epigemm, m) {
   nb::dict activations, backends;
   for (int code : {kIdentity, kGeluTanh, kGeluErf, kRelu, kSilu}) activations[activation_name(code)] = code;
   for (epigemm_backend_t b : {EPIGEMM_BACKEND_AUTO, EPIGEMM_BACKEND_REFERENCE, EPIGEMM_BACKEND_CPU,
-                              EPIGEMM_BACKEND_CUDA, EPIGEMM_BACKEND_CUBLASLT}) {
+                              EPIGEMM_BACKEND_CUDA, EPIGEMM_BACKEND_CUBLASLT, EPIGEMM_BACKEND_CUTLASS}) {
     backends[epigemm_backend_name(b)] = int(b);
   }
   m.attr("ACTIVATIONS") = activations;

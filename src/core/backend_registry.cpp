@@ -14,6 +14,9 @@ std::unique_ptr<Backend> create_cuda_backend();
 #ifdef EPIGEMM_HAVE_CUBLASLT_BACKEND
 std::unique_ptr<Backend> create_cublaslt_backend();
 #endif
+#ifdef EPIGEMM_HAVE_CUTLASS_BACKEND
+std::unique_ptr<Backend> create_cutlass_backend();
+#endif
 
 std::vector<std::unique_ptr<Backend>> create_backends() {
   std::vector<std::unique_ptr<Backend>> backends;
@@ -26,6 +29,9 @@ std::vector<std::unique_ptr<Backend>> create_backends() {
 #endif
 #ifdef EPIGEMM_HAVE_CUBLASLT_BACKEND
   backends.push_back(create_cublaslt_backend());
+#endif
+#ifdef EPIGEMM_HAVE_CUTLASS_BACKEND
+  backends.push_back(create_cutlass_backend());
 #endif
   return backends;
 }

@@ -391,8 +391,8 @@ epigemm_status_t epigemm_context_last_backend(epigemm_context_t ctx, epigemm_bac
 
 epigemm_status_t epigemm_context_set_backend(epigemm_context_t ctx, epigemm_backend_t backend) {
   return epigemm::guarded(ctx, [&](Context& context) -> Status {
-    if (int(backend) < EPIGEMM_BACKEND_AUTO || int(backend) > EPIGEMM_BACKEND_CUBLASLT) {
-      return epigemm::invalid("backend has value ", int(backend), "; expected 0 (auto) .. 4 (cublaslt)");
+    if (int(backend) < EPIGEMM_BACKEND_AUTO || int(backend) > EPIGEMM_BACKEND_CUTLASS) {
+      return epigemm::invalid("backend has value ", int(backend), "; expected 0 (auto) .. 5 (cutlass)");
     }
     context.default_backend = backend;
     return Status();
@@ -708,8 +708,8 @@ epigemm_status_t epigemm_backend_description(epigemm_context_t ctx, epigemm_back
     if (description == nullptr) {
       return epigemm::invalid("description is NULL; expected a pointer to write to");
     }
-    if (int(backend) < EPIGEMM_BACKEND_AUTO || int(backend) > EPIGEMM_BACKEND_CUBLASLT) {
-      return epigemm::invalid("backend has value ", int(backend), "; expected 0 (auto) .. 4 (cublaslt)");
+    if (int(backend) < EPIGEMM_BACKEND_AUTO || int(backend) > EPIGEMM_BACKEND_CUTLASS) {
+      return epigemm::invalid("backend has value ", int(backend), "; expected 0 (auto) .. 5 (cutlass)");
     }
     if (backend == EPIGEMM_BACKEND_AUTO) {
       context.last_description =

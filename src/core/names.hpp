@@ -38,6 +38,7 @@ inline const char* backend_name(epigemm_backend_t b) {
     case EPIGEMM_BACKEND_CPU: return "cpu";
     case EPIGEMM_BACKEND_CUDA: return "cuda";
     case EPIGEMM_BACKEND_CUBLASLT: return "cublaslt";
+    case EPIGEMM_BACKEND_CUTLASS: return "cutlass";
   }
   return "invalid backend";
 }

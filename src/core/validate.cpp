@@ -152,8 +152,8 @@ Status validate_enums(const GemmCall& call) {
     return invalid("epilogue has value ", int(call.epilogue), "; expected 0 (DEFAULT) .. 9 (ACT_BIAS)");
   }
   EPIGEMM_RETURN_IF_ERROR(check_activation(call.activation));
-  if (int(call.backend) < EPIGEMM_BACKEND_AUTO || int(call.backend) > EPIGEMM_BACKEND_CUBLASLT) {
-    return invalid("backend has value ", int(call.backend), "; expected 0 (auto) .. 4 (cublaslt)");
+  if (int(call.backend) < EPIGEMM_BACKEND_AUTO || int(call.backend) > EPIGEMM_BACKEND_CUTLASS) {
+    return invalid("backend has value ", int(call.backend), "; expected 0 (auto) .. 5 (cutlass)");
   }
   return Status();
 }

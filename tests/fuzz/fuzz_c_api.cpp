@@ -226,7 +226,7 @@ struct Process {
   Machine machine;
   Process() {
     if (epigemm_context_create(&ctx) != EPIGEMM_STATUS_SUCCESS) std::abort();
-    for (int b = 0; b < 5; ++b) machine.usable[b] = epigemm_backend_usable(ctx, epigemm_backend_t(b)) != 0;
+    for (int b = 0; b < 6; ++b) machine.usable[b] = epigemm_backend_usable(ctx, epigemm_backend_t(b)) != 0;
   }
 };
 
@@ -342,7 +342,7 @@ void build_gemm_level(Input& in, Call& call) {
   g.transa = enum_value(in, 2);
   g.transb = enum_value(in, 2);
   g.epilogue = enum_value(in, 10);
-  g.backend = enum_value(in, 3);  // auto, reference, cpu mostly; cuda / cublaslt / any int rarely
+  g.backend = enum_value(in, 3);  // auto, reference, cpu mostly; cuda / cublaslt / cutlass / any int rarely
   // The activation: left at the default sometimes; any int sometimes, refused whatever the epilogue.
   call.activation_set = !in.one_in(4);
   g.activation = call.activation_set ? enum_value(in, 5) : EPIGEMM_ACTIVATION_GELU_TANH;
@@ -982,9 +982,9 @@ void run_classic(Input& in, Call& call) {
   epigemm_context_t ctx = process().ctx;
   build_gemm_level(in, call);
   const int backend = enum_value(in, 3);
-  // The default backend is a context setting; set_backend refuses what is not 0..4.
+  // The default backend is a context setting; set_backend refuses what is not 0..5.
   const epigemm_status_t set = epigemm_context_set_backend(ctx, epigemm_backend_t(backend));
-  const bool backend_valid = backend >= 0 && backend <= 4;
+  const bool backend_valid = backend >= 0 && backend <= 5;
   if ((set == EPIGEMM_STATUS_SUCCESS) != backend_valid) finding("set_backend answered wrongly", std::to_string(backend));
   if (!backend_valid) return;
   // Which of bias / pre_gelu_out are given: a NULL descriptor or NULL data means not given.
@@ -1080,7 +1080,7 @@ void run_layer(Input& in, Call& call) {
 void run_linear_size(Input& in) {
   epigemm_context_t ctx = process().ctx;
   const int backend = enum_value(in, 5);
-  if (backend < 0 || backend > 4) return;
+  if (backend < 0 || backend > 5) return;
   if (epigemm_context_set_backend(ctx, epigemm_backend_t(backend)) != EPIGEMM_STATUS_SUCCESS) std::abort();
   const int64_t tokens = size_value(in), in_features = size_value(in), out_features = size_value(in);
   const int dtype = enum_value(in, 3), memory = enum_value(in, 2);

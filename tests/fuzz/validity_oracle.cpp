@@ -87,12 +87,14 @@ bool overlap(const Range& x, const Range& y) {
 Prediction backend_verdict(int backend, int memory, const Machine& machine) {
   const bool device = memory == EPIGEMM_MEMORY_DEVICE;
   if (backend == EPIGEMM_BACKEND_AUTO) {
-    const bool any = device ? machine.usable[EPIGEMM_BACKEND_CUDA] || machine.usable[EPIGEMM_BACKEND_CUBLASLT]
+    const bool any = device ? machine.usable[EPIGEMM_BACKEND_CUDA] || machine.usable[EPIGEMM_BACKEND_CUBLASLT] ||
+                                  machine.usable[EPIGEMM_BACKEND_CUTLASS]
                             : machine.usable[EPIGEMM_BACKEND_REFERENCE] || machine.usable[EPIGEMM_BACKEND_CPU];
     return any ? fine() : Prediction{Verdict::not_supported, "auto: no usable backend for this memory"};
   }
   if (!machine.usable[backend]) return Prediction{Verdict::not_supported, "requested backend not usable here"};
-  const bool device_backend = backend == EPIGEMM_BACKEND_CUDA || backend == EPIGEMM_BACKEND_CUBLASLT;
+  const bool device_backend = backend == EPIGEMM_BACKEND_CUDA || backend == EPIGEMM_BACKEND_CUBLASLT ||
+                              backend == EPIGEMM_BACKEND_CUTLASS;
   if (device_backend != device) return Prediction{Verdict::not_supported, "requested backend runs on the other memory"};
   return fine();
 }
@@ -142,7 +144,7 @@ Prediction check_gemm(GemmMeaning* c, const Machine& machine) {
   if (c->epilogue < 0 || c->epilogue > 9) return refused("epilogue not 0..9");
   // §2, "Activations": the description's activation is checked whatever the epilogue.
   if (c->activation < 0 || c->activation > 4) return refused("activation not 0..4");
-  if (c->backend < 0 || c->backend > 4) return refused("backend not 0..4");
+  if (c->backend < 0 || c->backend > 5) return refused("backend not 0..5");
   for (const auto& [m, name] : {std::pair{&c->a, "A"}, std::pair{&c->b, "B"}, std::pair{&c->d, "D"}}) {
     const Prediction p = check_matrix(*m, name);
     if (p.verdict == Verdict::invalid) return p;

@@ -48,7 +48,7 @@ struct Prediction {
 
 // The backends usable here (epigemm_backend_usable: a fact of the machine, not of validity).
 struct Machine {
-  bool usable[5] = {true, true, false, false, false};
+  bool usable[6] = {true, true, false, false, false, false};  // indexed by epigemm_backend_t
 };
 
 // The parts of an epilogue (conventions.md §2, "Epilogues as parts"): which operands it reads

@@ -44,9 +44,10 @@ struct Target {
 // How gtest prints a Target parameter (and ctest shows it): its name.
 void PrintTo(const Target& target, std::ostream* os);
 
-// Where a backend's operands live: cuda and cublaslt take device memory, the others host memory.
+// Where a backend's operands live: cuda, cublaslt and cutlass take device memory, the others host
+// memory.
 epigemm_memory_t backend_memory(epigemm_backend_t backend);
-// reference, cpu, cuda, cublaslt (each on its own memory), then auto on host and on device.
+// reference, cpu, cuda, cublaslt, cutlass (each on its own memory), then auto on host and on device.
 std::vector<Target> all_targets();
 // "" when the target can run in this build on this machine; otherwise the reason, "SKIP: ...".
 std::string unusable_reason(epigemm_context_t ctx, const Target& target);

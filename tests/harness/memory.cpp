@@ -52,7 +52,8 @@ std::string Target::name() const {
 void PrintTo(const Target& target, std::ostream* os) { *os << target.name(); }
 
 epigemm_memory_t backend_memory(epigemm_backend_t backend) {
-  return backend == EPIGEMM_BACKEND_CUDA || backend == EPIGEMM_BACKEND_CUBLASLT
+  return backend == EPIGEMM_BACKEND_CUDA || backend == EPIGEMM_BACKEND_CUBLASLT ||
+                 backend == EPIGEMM_BACKEND_CUTLASS
              ? EPIGEMM_MEMORY_DEVICE
              : EPIGEMM_MEMORY_HOST;
 }
@@ -60,7 +61,7 @@ epigemm_memory_t backend_memory(epigemm_backend_t backend) {
 std::vector<Target> all_targets() {
   std::vector<Target> targets;
   for (epigemm_backend_t b : {EPIGEMM_BACKEND_REFERENCE, EPIGEMM_BACKEND_CPU, EPIGEMM_BACKEND_CUDA,
-                              EPIGEMM_BACKEND_CUBLASLT}) {
+                              EPIGEMM_BACKEND_CUBLASLT, EPIGEMM_BACKEND_CUTLASS}) {
     targets.push_back(Target{b, backend_memory(b)});
   }
   targets.push_back(Target{EPIGEMM_BACKEND_AUTO, EPIGEMM_MEMORY_HOST});

@@ -1,0 +1,275 @@
+// The cutlass backend: one CUTLASS 4.2 sm90 kernel per call (TMA, warp-specialized, persistent),
+// its epilogue fused through CUTLASS's epilogue visitor tree with our activation functors.
+// Design record, the kernel list and what it declines: docs/dev/cutlass_backend.md.
+//
+// What it runs (cutlass_kernels.hpp): A and B bf16 or f16, D, bias, aux and bias_grad in the same
+// dtype, fp32 accumulation and epilogue math;
+//   DEFAULT, BIAS                           in every layout (NN, NT, TN, TT);
+//   ACT, ACT_BIAS, ACT_AUX, ACT_AUX_BIAS    in TN (fprop), every activation but the identity;
+//   DACT, DACT_BGRAD                        in NN (dgrad), every activation but the identity.
+// Everything else is declined with the reason, and under AUTO another backend runs it.
+//
+// It checks every pointer, leading dimension and extent itself before a kernel is chosen:
+// CUTLASS's can_implement looks only at the contiguous extents, and a TMA descriptor built from a
+// misaligned address or stride fails inside CUTLASS with a message on stderr and a bad descriptor.
+// TMA needs 16-byte aligned base addresses, strides that are multiples of 16 bytes (and below
+// 2^40 bytes); CUTLASS needs the contiguous extent of each operand to be a multiple of its 16-byte
+// access (8 elements of a 16-bit type) and the problem extents to fit an int.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <string>
+
+#include "backends/cutlass/cutlass_kernels.hpp"
+#include "backends/cutlass/cutlass_tile_config.hpp"
+#include "core/backend.hpp"
+#include "core/dtype.hpp"
+#include "core/names.hpp"
+
+namespace epigemm {
+namespace {
+
+using cutlass_backend::DeviceFacts;
+using cutlass_backend::Kernel;
+using cutlass_backend::OperandLayout;
+
+constexpr uintptr_t kAlignmentBytes = 16;
+constexpr int64_t kMaxTmaStrideBytes = int64_t(1) << 40;
+
+// The pointer of an operand as the messages name it: "A (W) is at 0x...: not 16-byte aligned".
+std::string address_text(const void* p) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%p", p);
+  return text;
+}
+
+bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kAlignmentBytes == 0; }
+
+// The kernel family that computes a call's epilogue, from its parts; nullptr with the reason when
+// none does. layout and dtype select the instantiation.
+const Kernel* kernel_for(const GemmCall& call, std::string* why_not) {
+  const EpilogueParts parts = call.parts();
+  const OperandLayout layout = cutlass_backend::operand_layout(call);
+  const cutlass_backend::TileConfig tile = cutlass_backend::tile_config_for(call);
+  // The reasons are built only when a call is declined: run() looks the kernel up on every call.
+  auto label = [&] { return epilogue_label(call.epilogue, call.activation); };
+  const char* layout_name = cutlass_backend::operand_layout_name(layout);
+  switch (parts.bias_grad) {
+    case BiasGradPart::columns_of_b:
+    case BiasGradPart::rows_of_a:
+      *why_not = label() + " sums an input operand, not an epilogue of D: not instantiated";
+      return nullptr;
+    case BiasGradPart::rows_of_gradient:
+    case BiasGradPart::none: break;
+  }
+  const Kernel* kernel = nullptr;
+  switch (parts.direction) {
+    case Direction::backward:
+      if (parts.activation == EPIGEMM_ACTIVATION_IDENTITY) {
+        *why_not = label() + ": the backward epilogues are instantiated for the activations other than identity";
+        return nullptr;
+      }
+      kernel = cutlass_backend::find_backward_activation_bgrad_kernel(call.d.dtype, layout, call.activation, tile);
+      if (kernel == nullptr) {
+        *why_not = label() + " with transa/transb " + layout_name + ": instantiated for NN (dgrad) only";
+      }
+      return kernel;
+    case Direction::forward:
+      if (parts.activation == EPIGEMM_ACTIVATION_IDENTITY) {
+        if (parts.uses_aux()) {
+          *why_not = label() + ": an aux copy of D with the identity activation is not instantiated";
+          return nullptr;
+        }
+        kernel = cutlass_backend::find_linear_combination_bias_kernel(call.d.dtype, layout, tile);
+        if (kernel == nullptr) *why_not = label() + " with transa/transb " + layout_name + ": not instantiated";
+        return kernel;
+      }
+      kernel = cutlass_backend::find_forward_activation_aux_kernel(call.d.dtype, layout, call.activation, tile);
+      if (kernel == nullptr) {
+        *why_not = label() + " with transa/transb " + layout_name + ": instantiated for TN (fprop) only";
+      }
+      return kernel;
+  }
+  *why_not = "invalid epilogue direction";
+  return nullptr;
+}
+
+// The dtypes of A, B and D that kernels are instantiated for; empty when they are.
+std::string main_dtype_rule_broken(const GemmCall& call) {
+  const OperandNames& n = call.names;
+  const epigemm_dtype_t dtype = call.a.dtype;
+  if (dtype != EPIGEMM_DTYPE_BF16 && dtype != EPIGEMM_DTYPE_F16) {
+    return std::string(n.a) + " and " + n.b + " are " + dtype_name(dtype) + "; instantiated: bf16, f16";
+  }
+  if (call.d.dtype != dtype) {
+    return std::string(n.d) + " is " + dtype_name(call.d.dtype) + "; instantiated: D in the input dtype " +
+           dtype_name(dtype);
+  }
+  return {};
+}
+
+// The dtype of the side operands and the alignment and extent rules of every operand (file
+// comment); empty when all hold.
+std::string operand_rule_broken(const GemmCall& call) {
+  const OperandNames& n = call.names;
+  const epigemm_dtype_t dtype = call.a.dtype;
+  struct VectorOperand {
+    bool present;
+    const Vector& vector;
+    const char* name;
+  };
+  for (const VectorOperand& v : {VectorOperand{call.has_bias, call.bias, n.bias},
+                                 VectorOperand{call.has_bias_grad, call.bias_grad, n.bias_grad}}) {
+    if (!v.present) continue;
+    if (v.vector.dtype != dtype) {
+      return std::string(v.name) + " is " + dtype_name(v.vector.dtype) + "; instantiated: D's dtype " +
+             dtype_name(dtype);
+    }
+    if (!aligned(v.vector.data)) {
+      return std::string(v.name) + " is at " + address_text(v.vector.data) + ": not 16-byte aligned";
+    }
+  }
+  if (call.has_aux && call.aux.dtype != dtype) {
+    return std::string(n.aux) + " is " + dtype_name(call.aux.dtype) + "; instantiated: D's dtype " + dtype_name(dtype);
+  }
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  if (call.gemm_m > kIntMax || call.gemm_n > kIntMax || call.gemm_k > kIntMax) {
+    return "gemm_m, gemm_n, gemm_k = " + std::to_string(call.gemm_m) + ", " + std::to_string(call.gemm_n) + ", " +
+           std::to_string(call.gemm_k) + ": CUTLASS's problem shape holds each in an int (at most " +
+           std::to_string(kIntMax) + ")";
+  }
+  // Each matrix with the extent of its contiguous dimension (what CUTLASS loads in 16-byte pieces):
+  // A: gemm_k when transa = T (row-major m x k), else gemm_m; B: gemm_n when transb = T, else
+  // gemm_k; D and aux: gemm_m (column-major).
+  struct MatrixOperand {
+    bool present;
+    const Matrix& matrix;
+    const char* name;
+    int64_t contiguous_extent;
+    const char* contiguous_name;
+  };
+  const bool a_t = call.transa == EPIGEMM_OP_T, b_t = call.transb == EPIGEMM_OP_T;
+  const MatrixOperand matrices[] = {
+      {true, call.a, n.a, a_t ? call.gemm_k : call.gemm_m, a_t ? "gemm_k" : "gemm_m"},
+      {true, call.b, n.b, b_t ? call.gemm_n : call.gemm_k, b_t ? "gemm_n" : "gemm_k"},
+      {true, call.d, n.d, call.gemm_m, "gemm_m"},
+      {call.has_aux, call.aux, n.aux, call.gemm_m, "gemm_m"},
+  };
+  const int64_t element_bytes = int64_t(dtype_size(dtype));
+  const int64_t elements_per_access = int64_t(kAlignmentBytes) / element_bytes;
+  for (const MatrixOperand& m : matrices) {
+    if (!m.present) continue;
+    if (!aligned(m.matrix.data)) {
+      return std::string(m.name) + " is at " + address_text(m.matrix.data) + ": not 16-byte aligned";
+    }
+    const int64_t stride_bytes = m.matrix.ld * element_bytes;
+    if (stride_bytes % int64_t(kAlignmentBytes) != 0) {
+      return std::string(m.name) + " has leading dimension " + std::to_string(m.matrix.ld) + " (" +
+             std::to_string(stride_bytes) + " bytes); TMA needs a multiple of 16 bytes";
+    }
+    if (stride_bytes >= kMaxTmaStrideBytes) {
+      return std::string(m.name) + " has leading dimension " + std::to_string(m.matrix.ld) +
+             "; TMA needs a stride below 2^40 bytes";
+    }
+    if (m.contiguous_extent % elements_per_access != 0) {
+      return std::string(m.name) + "'s contiguous extent " + m.contiguous_name + " = " +
+             std::to_string(m.contiguous_extent) + " is not a multiple of " + std::to_string(elements_per_access) +
+             " (16 bytes), which CUTLASS needs";
+    }
+  }
+  return {};
+}
+
+class CutlassBackend final : public Backend {
+ public:
+  CutlassBackend() {
+    int devices = 0;
+    const cudaError_t counted = cudaGetDeviceCount(&devices);
+    if (counted != cudaSuccess || devices == 0) {
+      why_not_usable_ = std::string("no CUDA device (cudaGetDeviceCount: ") +
+                        (counted != cudaSuccess ? cudaGetErrorString(counted) : "0 devices") + ")";
+      cudaGetLastError();  // clear the sticky "no device" error for whoever asks next
+      return;
+    }
+    cudaDeviceProp properties;
+    if (cudaGetDevice(&device_.device_id) != cudaSuccess ||
+        cudaGetDeviceProperties(&properties, device_.device_id) != cudaSuccess) {
+      why_not_usable_ = "cudaGetDeviceProperties failed";
+      cudaGetLastError();
+      return;
+    }
+    device_.sm_count = properties.multiProcessorCount;
+    device_text_ = "device " + std::to_string(device_.device_id) + ": " + properties.name +
+                   ", compute capability " + std::to_string(properties.major) + "." +
+                   std::to_string(properties.minor);
+    // The kernels are compiled for sm_90a alone, whose wgmma and TMA instructions run on compute
+    // capability 9.0 only (not on a later major version).
+    if (properties.major != 9 || properties.minor != 0) {
+      why_not_usable_ = "the kernels are compiled for sm_90a (compute capability 9.0); " + device_text_;
+      return;
+    }
+    usable_ = true;
+  }
+
+  epigemm_backend_t id() const override { return EPIGEMM_BACKEND_CUTLASS; }
+  bool usable() const override { return usable_; }
+  // Below cuda (20) and cublaslt (5 or 30): AUTO keeps its choices until the H200 has measured
+  // where this backend is the fastest.
+  int auto_priority(const GemmCall&) const override { return 1; }
+  Support supports(const GemmCall& call) const override;
+  size_t workspace_bytes(const GemmCall& call) const override;
+  Status run(const GemmCall& call) override;
+  // "CUTLASS 4.2.0 sm90 kernels on device 0: NVIDIA H200, compute capability 9.0".
+  std::string description() const override {
+    if (!usable_) return "not usable here: " + why_not_usable_;
+    return "CUTLASS 4.2.0 sm90 kernels on " + device_text_;
+  }
+
+ private:
+  bool usable_ = false;
+  std::string why_not_usable_;
+  std::string device_text_;  // "device 0: NVIDIA H200, compute capability 9.0"
+  DeviceFacts device_;
+};
+
+Support CutlassBackend::supports(const GemmCall& call) const {
+  if (call.memory() != EPIGEMM_MEMORY_DEVICE) return Support::no("operands are in host memory");
+  if (call.gemm_m == 0 || call.gemm_n == 0 || call.gemm_k == 0) {
+    return Support::no("an empty dimension (gemm_m, gemm_n, gemm_k = " + std::to_string(call.gemm_m) + ", " +
+                       std::to_string(call.gemm_n) + ", " + std::to_string(call.gemm_k) +
+                       "): the degenerate cases are left to the cuda backend");
+  }
+  // The dtypes, then whether a kernel computes the epilogue in this layout, then the operands'
+  // rules: the first reason that applies is the one that says most.
+  const std::string dtypes_broken = main_dtype_rule_broken(call);
+  if (!dtypes_broken.empty()) return Support::no(dtypes_broken);
+  std::string why_not;
+  const Kernel* kernel = kernel_for(call, &why_not);
+  if (kernel == nullptr) return Support::no(why_not);
+  const std::string broken = operand_rule_broken(call);
+  if (!broken.empty()) return Support::no(broken);
+  const Status can = kernel->check_can_implement(call, device_);
+  if (!can.ok()) return Support::no(can.message());
+  return Support::yes();
+}
+
+size_t CutlassBackend::workspace_bytes(const GemmCall& call) const {
+  std::string why_not;
+  const Kernel* kernel = kernel_for(call, &why_not);
+  return kernel == nullptr ? 0 : kernel->workspace_bytes(call, device_);
+}
+
+Status CutlassBackend::run(const GemmCall& call) {
+  std::string why_not;
+  const Kernel* kernel = kernel_for(call, &why_not);
+  if (kernel == nullptr) return error(EPIGEMM_STATUS_NOT_SUPPORTED, "cutlass declines this call: ", why_not);
+  return kernel->run(call, device_);
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> create_cutlass_backend() { return std::make_unique<CutlassBackend>(); }
+
+}  // namespace epigemm

@@ -1,0 +1,267 @@
+// One CUTLASS sm90 GEMM with a fused epilogue, as a template over the element type, the storage of
+// A and B, the epilogue family (one of the three fusions below) and the tile configuration; and
+// the Kernel entry (cutlass_kernels.hpp) that the backend calls. Included only by the kernel
+// translation units (kernels_*.cu), compiled for sm_90a alone.
+//
+// GEMM coordinates (docs/conventions.md, "Layout"): D is gemm_m x gemm_n column-major with ld_d,
+// op(A) gemm_m x gemm_k, op(B) gemm_k x gemm_n. CUTLASS's problem is the same (M, N, K) =
+// (gemm_m, gemm_n, gemm_k), L = 1; A is (M, K), B is (N, K) in CUTLASS's index order, each with one
+// unit stride (cutlass_kernels.hpp, OperandLayout) and the leading dimension as the other.
+// D, C (D itself, read only when beta != 0) and aux are column-major: (M, N) strides (1, ld).
+// The bias and the bias gradient are per row of D, i.e. per M index: a column vector in CUTLASS's
+// terms (ColBroadcast, ColReduction).
+//
+// Epilogue algebra (docs/conventions.md, "Epilogues"), with acc = alpha * A B + beta * D_old in
+// fp32; CUTLASS computes beta * C + (alpha * acc_raw (+ bias)) in fp32, the same value:
+//   LinearCombinationBias      D = acc (+ bias[i])                     (bias null: + 0)
+//   ForwardActivationAux       z = acc (+ bias[i]); aux = z (if aux); D = act(z)
+//   BackwardActivationBgrad    g = acc * act'(aux); D = g; bias_grad[i] = sum_j g (if bias_grad),
+//                              summed in fp32 from the unrounded g: per-tile partial row sums in
+//                              the workspace, then the last CTA of each tile row adds them in tile
+//                              order (no atomics on values: deterministic for a fixed tile shape).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/epilogue/fusion/operations.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+#include <cutlass/kernel_hardware_info.h>
+
+#include "backends/cutlass/cutlass_activation.cuh"
+#include "backends/cutlass/cutlass_kernels.hpp"
+#include "backends/cutlass/cutlass_tile_config.hpp"
+#include "core/names.hpp"
+
+namespace epigemm {
+namespace cutlass_backend {
+
+// 16 bytes: what TMA needs of every base address and every stride, in elements of a 16-bit type.
+constexpr int kAlignmentElements = 8;
+// CUTLASS's workspace must start 16-byte aligned; the caller's may not, so we ask for this much
+// more and round the pointer up.
+constexpr size_t kWorkspaceAlignment = 16;
+
+template <epigemm_dtype_t dtype>
+struct ElementOf;
+template <>
+struct ElementOf<EPIGEMM_DTYPE_BF16> {
+  using type = cutlass::bfloat16_t;
+  static constexpr const char* name = "bf16";
+};
+template <>
+struct ElementOf<EPIGEMM_DTYPE_F16> {
+  using type = cutlass::half_t;
+  static constexpr const char* name = "f16";
+};
+
+template <OperandLayout layout>
+struct LayoutTagsOf;
+template <>
+struct LayoutTagsOf<OperandLayout::nn> {
+  using A = cutlass::layout::ColumnMajor;
+  using B = cutlass::layout::ColumnMajor;
+};
+template <>
+struct LayoutTagsOf<OperandLayout::nt> {
+  using A = cutlass::layout::ColumnMajor;
+  using B = cutlass::layout::RowMajor;
+};
+template <>
+struct LayoutTagsOf<OperandLayout::tn> {
+  using A = cutlass::layout::RowMajor;
+  using B = cutlass::layout::ColumnMajor;
+};
+template <>
+struct LayoutTagsOf<OperandLayout::tt> {
+  using A = cutlass::layout::RowMajor;
+  using B = cutlass::layout::RowMajor;
+};
+
+// A CUTLASS stride (mode 0, mode 1, batch) with one static unit stride and the leading dimension
+// as the other (the batch stride is 0: one batch).
+template <class Stride>
+Stride stride_with_leading_dimension(int64_t ld) {
+  Stride stride{};
+  if constexpr (cute::is_static_v<cute::remove_cvref_t<decltype(cute::get<0>(stride))>>) {
+    cute::get<1>(stride) = ld;
+  } else {
+    cute::get<0>(stride) = ld;
+  }
+  cute::get<2>(stride) = 0;
+  return stride;
+}
+
+// ---- the three epilogue families -------------------------------------------------------------
+
+// D = acc (+ bias[i]). DEFAULT and BIAS share it: a null bias pointer makes CUTLASS's
+// ColBroadcast return its null default, 0.
+template <class Element>
+struct LinearCombinationBias {
+  static std::string label() { return "linear_combination_bias"; }
+  using Operation = cutlass::epilogue::fusion::LinCombPerRowBias<
+      /*ElementOutput=*/Element, /*ElementCompute=*/float, /*ElementBias=*/Element,
+      /*ElementSource=*/Element, /*ElementScalar=*/float>;
+  template <class FusionArguments>
+  static void set(FusionArguments& fusion, const GemmCall& call) {
+    fusion.bias_ptr = call.has_bias ? static_cast<const Element*>(call.bias.data) : nullptr;
+  }
+};
+
+// z = acc (+ bias[i]); aux = z; D = act(z). ACT, ACT_BIAS, ACT_AUX and ACT_AUX_BIAS share it: a
+// null bias reads as 0 (ColBroadcast), a null aux pointer skips the aux store (AuxStore's
+// is_nullptr: no TMA store is issued).
+template <class Element, class Activation>
+struct ForwardActivationAux {
+  static std::string label() {
+    return std::string("forward_activation_aux(") + activation_name(Activation::id) + ")";
+  }
+  using Operation = cutlass::epilogue::fusion::LinCombPerRowBiasEltActAux<
+      /*GmemLayoutTagAux=*/cutlass::layout::ColumnMajor, ForwardActivation<Activation>::template Fn,
+      /*ElementOutput=*/Element, /*ElementCompute=*/float, /*ElementAux=*/Element,
+      /*ElementBias=*/Element, /*ElementSource=*/Element, /*ElementScalar=*/float>;
+  template <class FusionArguments>
+  static void set(FusionArguments& fusion, const GemmCall& call) {
+    using StrideAux = typename FusionArguments::StrideAux;
+    fusion.bias_ptr = call.has_bias ? static_cast<const Element*>(call.bias.data) : nullptr;
+    fusion.aux_ptr = call.has_aux ? static_cast<Element*>(call.aux.data) : nullptr;
+    fusion.dAux = stride_with_leading_dimension<StrideAux>(call.has_aux ? call.aux.ld : call.d.ld);
+  }
+};
+
+// g = acc * act'(aux); D = g; bias_grad[i] = sum_j g[i, j]. DACT and DACT_BGRAD share it: a null
+// bias-gradient pointer turns the ColReduction into a no-op (its EnableNullptr).
+template <class Element, class Activation>
+struct BackwardActivationBgrad {
+  static std::string label() {
+    return std::string("backward_activation_bgrad(") + activation_name(Activation::id) + ")";
+  }
+  using Operation = cutlass::epilogue::fusion::LinCombDeEltActDePerRowBias<
+      /*GmemLayoutTagAux=*/cutlass::layout::ColumnMajor, GradientTimesDerivative<Activation>::template Fn,
+      /*ElementOutput=*/Element, /*ElementCompute=*/float, /*ElementAux=*/Element,
+      /*ElementBias=*/Element, /*ElementSource=*/Element, /*ElementScalar=*/float>;
+  template <class FusionArguments>
+  static void set(FusionArguments& fusion, const GemmCall& call) {
+    using StrideAux = typename FusionArguments::StrideAux;
+    fusion.aux_ptr = static_cast<const Element*>(call.aux.data);
+    fusion.dAux = stride_with_leading_dimension<StrideAux>(call.aux.ld);
+    fusion.dbias_ptr = call.has_bias_grad ? static_cast<Element*>(call.bias_grad.data) : nullptr;
+  }
+};
+
+// ---- the kernel ---------------------------------------------------------------------------------
+
+template <epigemm_dtype_t dtype, OperandLayout layout, class Family, class Config>
+struct CutlassGemm {
+  using Element = typename ElementOf<dtype>::type;
+  using LayoutA = typename LayoutTagsOf<layout>::A;
+  using LayoutB = typename LayoutTagsOf<layout>::B;
+  using LayoutD = cutlass::layout::ColumnMajor;
+
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::TileShape,
+      typename Config::ClusterShape, cutlass::epilogue::collective::EpilogueTileAuto,
+      /*ElementAccumulator=*/float, /*ElementCompute=*/float,
+      /*ElementC=*/Element, LayoutD, kAlignmentElements,
+      /*ElementD=*/Element, LayoutD, kAlignmentElements,
+      typename Config::EpilogueSchedule, typename Family::Operation>::CollectiveOp;
+
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
+      Element, LayoutA, kAlignmentElements,
+      Element, LayoutB, kAlignmentElements,
+      /*ElementAccumulator=*/float, typename Config::TileShape, typename Config::ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      typename Config::KernelSchedule>::CollectiveOp;
+
+  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>,
+                                                          CollectiveMainloop, CollectiveEpilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+  using Arguments = typename Gemm::Arguments;
+
+  // The call as CUTLASS's arguments; workspace is not part of them. C is D itself (read only when
+  // beta != 0: CUTLASS skips the source load when beta is 0, so a NaN D_old is never read).
+  static Arguments arguments(const GemmCall& call, const DeviceFacts& device) {
+    using StrideA = typename GemmKernel::StrideA;
+    using StrideB = typename GemmKernel::StrideB;
+    using StrideC = typename GemmKernel::StrideC;
+    using StrideD = typename GemmKernel::StrideD;
+    Arguments args{};
+    args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+    args.problem_shape = cute::make_shape(int(call.gemm_m), int(call.gemm_n), int(call.gemm_k), 1);
+    args.mainloop.ptr_A = static_cast<const Element*>(call.a.data);
+    args.mainloop.dA = stride_with_leading_dimension<StrideA>(call.a.ld);
+    args.mainloop.ptr_B = static_cast<const Element*>(call.b.data);
+    args.mainloop.dB = stride_with_leading_dimension<StrideB>(call.b.ld);
+    args.epilogue.ptr_C = static_cast<const Element*>(call.d.data);
+    args.epilogue.dC = stride_with_leading_dimension<StrideC>(call.d.ld);
+    args.epilogue.ptr_D = static_cast<Element*>(call.d.data);
+    args.epilogue.dD = stride_with_leading_dimension<StrideD>(call.d.ld);
+    args.epilogue.thread.alpha = call.alpha;
+    args.epilogue.thread.beta = call.beta;
+    Family::set(args.epilogue.thread, call);
+    args.hw_info.device_id = device.device_id;
+    args.hw_info.sm_count = device.sm_count;
+    return args;
+  }
+
+  static Status check_can_implement(const GemmCall& call, const DeviceFacts& device) {
+    const cutlass::Status status = Gemm::can_implement(arguments(call, device));
+    if (status != cutlass::Status::kSuccess) {
+      return error(EPIGEMM_STATUS_NOT_SUPPORTED, "CUTLASS's can_implement refuses ", name(), ": ",
+                   cutlassGetStatusString(status));
+    }
+    return Status();
+  }
+
+  static size_t workspace_bytes(const GemmCall& call, const DeviceFacts& device) {
+    const size_t bytes = Gemm::get_workspace_size(arguments(call, device));
+    return bytes == 0 ? 0 : bytes + kWorkspaceAlignment;
+  }
+
+  static Status run(const GemmCall& call, const DeviceFacts& device) {
+    const Arguments args = arguments(call, device);
+    void* workspace = nullptr;
+    if (Gemm::get_workspace_size(args) > 0) {
+      const uintptr_t address = reinterpret_cast<uintptr_t>(call.workspace);
+      workspace = reinterpret_cast<void*>((address + kWorkspaceAlignment - 1) / kWorkspaceAlignment *
+                                          kWorkspaceAlignment);
+    }
+    const cudaStream_t stream = static_cast<cudaStream_t>(call.stream);
+    Gemm gemm;
+    cutlass::Status status = gemm.initialize(args, workspace, stream);
+    if (status != cutlass::Status::kSuccess) {
+      return EPIGEMM_BACKEND_ERROR("CUTLASS initialize of ", name(), ": ", cutlassGetStatusString(status));
+    }
+    status = gemm.run(stream);
+    if (status != cutlass::Status::kSuccess) {
+      const cudaError_t launch = cudaGetLastError();
+      return EPIGEMM_BACKEND_ERROR("CUTLASS launch of ", name(), ": ", cutlassGetStatusString(status),
+                                   " (", cudaGetErrorString(launch), ")");
+    }
+    return Status();
+  }
+
+  // "bf16 TN forward_activation_aux(gelu_tanh) cooperative 128x128x64 cluster 1x1x1"
+  static const char* name() {
+    static const std::string text = std::string(ElementOf<dtype>::name) + " " + operand_layout_name(layout) +
+                                    " " + Family::label() + " " + tile_config_name(Config::id);
+    return text.c_str();
+  }
+
+  static const Kernel* entry() {
+    static const Kernel kernel{name(), &check_can_implement, &workspace_bytes, &run};
+    return &kernel;
+  }
+};
+
+}  // namespace cutlass_backend
+}  // namespace epigemm

@@ -1,0 +1,83 @@
+// The CUTLASS kernels the cutlass backend can run, as plain C++ seen from the backend
+// (cutlass_backend.cpp includes no CUTLASS header). Each kernel is one instantiation of the
+// template of cutlass_gemm.cuh, compiled for sm_90a only in one of three translation units, one per
+// epilogue family (docs/dev/cutlass_backend.md has the list and why it is that list):
+//
+//   family                     CUTLASS fusion                epigemm epilogues it computes
+//   linear_combination_bias    LinCombPerRowBias             DEFAULT, BIAS (bias pointer null: 0)
+//   forward_activation_aux     LinCombPerRowBiasEltActAux    ACT, ACT_BIAS, ACT_AUX, ACT_AUX_BIAS
+//                                                            (a null bias or aux switches that node off)
+//   backward_activation_bgrad  LinCombDeEltActDePerRowBias   DACT, DACT_BGRAD (null bias_grad: off)
+//
+// A lookup returns nullptr for what is not instantiated; the backend declines that call.
+#pragma once
+
+#include <cstddef>
+
+#include "core/gemm_call.hpp"
+#include "core/status.hpp"
+
+namespace epigemm {
+namespace cutlass_backend {
+
+// The storage of A and B as CUTLASS sees it, from transa / transb (D is always column-major):
+// A with transa = N is gemm_m x gemm_k column-major (CUTLASS's ColumnMajor A, M contiguous); with
+// T it is gemm_k x gemm_m column-major, i.e. gemm_m x gemm_k row-major (RowMajor A, K contiguous).
+// B with transb = N is gemm_k x gemm_n column-major (ColumnMajor B, K contiguous); with T it is
+// gemm_n x gemm_k column-major, i.e. gemm_k x gemm_n row-major (RowMajor B, N contiguous).
+// The passes of a linear layer: fprop is tn, dgrad nn, wgrad nt (docs/conventions.md, "Layout").
+enum class OperandLayout { nn, nt, tn, tt };
+
+inline OperandLayout operand_layout(const GemmCall& call) {
+  const bool a_t = call.transa == EPIGEMM_OP_T, b_t = call.transb == EPIGEMM_OP_T;
+  return a_t ? (b_t ? OperandLayout::tt : OperandLayout::tn) : (b_t ? OperandLayout::nt : OperandLayout::nn);
+}
+
+inline const char* operand_layout_name(OperandLayout layout) {
+  switch (layout) {
+    case OperandLayout::nn: return "NN";
+    case OperandLayout::nt: return "NT";
+    case OperandLayout::tn: return "TN";
+    case OperandLayout::tt: return "TT";
+  }
+  return "invalid layout";
+}
+
+// The device a kernel is launched for, read once when the backend is created: the persistent
+// tile scheduler sizes its grid by the SM count, and asking for it per call would be a runtime
+// query per call.
+struct DeviceFacts {
+  int device_id = 0;
+  int sm_count = 0;
+};
+
+// One compiled kernel. The call passed to each function has been accepted by validate() and by the
+// backend's own checks (dtypes, alignment, extents: cutlass_backend.cpp), so only what CUTLASS
+// itself decides is left to check_can_implement.
+struct Kernel {
+  // "bf16 TN forward_activation_aux(gelu_tanh) cooperative 128x128x64 cluster 1x1x1"
+  const char* name;
+  // CUTLASS's can_implement for the call's arguments (a status naming the kernel when it refuses).
+  Status (*check_can_implement)(const GemmCall& call, const DeviceFacts& device);
+  // Bytes of workspace the kernel uses for this call's shapes (the DACT_BGRAD partial row sums and
+  // tile counters), plus the slack to align the caller's workspace to 16 bytes.
+  size_t (*workspace_bytes)(const GemmCall& call, const DeviceFacts& device);
+  // Initializes the workspace (a cudaMemsetAsync of the tile counters where there are any) and
+  // launches the kernel, both on call.stream. No allocation, no synchronization.
+  Status (*run)(const GemmCall& call, const DeviceFacts& device);
+};
+
+// The tile configuration a call runs with: a pure function of the call (cutlass_tile_config.hpp).
+enum class TileConfig { cooperative_128x128x64 };
+
+// Lookups, one per family and translation unit. dtype is the dtype of A, B and D (bias, aux and
+// bias_grad are in it too).
+const Kernel* find_linear_combination_bias_kernel(epigemm_dtype_t dtype, OperandLayout layout,
+                                                  TileConfig tile);
+const Kernel* find_forward_activation_aux_kernel(epigemm_dtype_t dtype, OperandLayout layout,
+                                                 epigemm_activation_t activation, TileConfig tile);
+const Kernel* find_backward_activation_bgrad_kernel(epigemm_dtype_t dtype, OperandLayout layout,
+                                                    epigemm_activation_t activation, TileConfig tile);
+
+}  // namespace cutlass_backend
+}  // namespace epigemm

@@ -1,0 +1,488 @@
+// Tests of the `cutlass` backend (docs/dev/cutlass_backend.md), beside the shared matrix of
+// test_backend_matrix.cpp, whose odd shapes it mostly declines (its kernels need 16-byte aligned
+// pointers and strides and contiguous extents that are multiples of 8):
+//   - on the host, without a GPU: which calls it accepts and the reasons of those it declines;
+//   - every kernel it has, end to end against the reference backend, on shapes that are not
+//     multiples of the 128 x 128 tile, with alpha and beta, and the backend checked to have run
+//     the call itself (not declined it);
+//   - a grid smaller than the SM count and one larger (the persistent scheduler's loop);
+//   - D, aux and the bias gradient bitwise repeatable across runs and across two contexts;
+//   - calls captured into a CUDA graph and replayed (no allocation, no synchronization).
+// Each GPU test prints SKIP where the cutlass backend cannot run (no CUDA build, CUTLASS not
+// built, no compute capability 9.0 device).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#ifdef EPIGEMM_TESTS_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#include "core/backend.hpp"
+#include "epigemm/epigemm.h"
+#include "harness/harness.hpp"
+
+#ifdef EPIGEMM_HAVE_CUTLASS_BACKEND_FOR_TESTS
+#include "backends/cutlass/cutlass_kernels.hpp"
+#include "backends/cutlass/cutlass_tile_config.hpp"
+#endif
+
+namespace epigemm {
+#ifdef EPIGEMM_HAVE_CUTLASS_BACKEND_FOR_TESTS
+std::unique_ptr<Backend> create_cutlass_backend();
+#endif
+}  // namespace epigemm
+
+namespace epigemm_test {
+namespace {
+
+const Target kCutlass{EPIGEMM_BACKEND_CUTLASS, EPIGEMM_MEMORY_DEVICE};
+
+// The activations other than the identity: the activation epilogues' kernels.
+std::vector<epigemm_activation_t> non_identity_activations() {
+  return {EPIGEMM_ACTIVATION_GELU_TANH, EPIGEMM_ACTIVATION_GELU_ERF, EPIGEMM_ACTIVATION_RELU,
+          EPIGEMM_ACTIVATION_SILU};
+}
+
+// One case the cutlass backend runs itself: A, B, D and every side operand in `dtype`, default
+// (aligned) leading dimensions, shapes multiples of 8.
+GemmCase cutlass_case(epigemm_epilogue_t e, epigemm_activation_t activation, epigemm_op_t transa,
+                      epigemm_op_t transb, epigemm_dtype_t dtype, int64_t m, int64_t n, int64_t k,
+                      uint64_t index) {
+  GemmCase c;
+  c.target = kCutlass;
+  c.epilogue = e;
+  c.activation = activation;
+  c.transa = transa;
+  c.transb = transb;
+  c.ab_dtype = c.d_dtype = c.bias_dtype = c.aux_dtype = c.bias_grad_dtype = dtype;
+  c.gemm_m = m;
+  c.gemm_n = n;
+  c.gemm_k = k;
+  c.seed = case_seed("cutlass", index);
+  return c;
+}
+
+// Every instantiated (epilogue, activation, layout) in one dtype: DEFAULT and BIAS in the four
+// layouts, the forward activation epilogues in TN, the backward ones in NN.
+std::vector<GemmCase> every_kernel(epigemm_dtype_t dtype, int64_t m, int64_t n, int64_t k, uint64_t first_index) {
+  std::vector<GemmCase> cases;
+  uint64_t index = first_index;
+  const epigemm_op_t N = EPIGEMM_OP_N, T = EPIGEMM_OP_T;
+  for (epigemm_op_t ta : {N, T}) {
+    for (epigemm_op_t tb : {N, T}) {
+      for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_BIAS}) {
+        cases.push_back(cutlass_case(e, EPIGEMM_ACTIVATION_GELU_TANH, ta, tb, dtype, m, n, k, index++));
+      }
+    }
+  }
+  for (epigemm_activation_t a : non_identity_activations()) {
+    for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_ACT, EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_EPILOGUE_ACT_AUX,
+                                 EPIGEMM_EPILOGUE_ACT_AUX_BIAS}) {
+      cases.push_back(cutlass_case(e, a, T, N, dtype, m, n, k, index++));
+    }
+    for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_DACT, EPIGEMM_EPILOGUE_DACT_BGRAD}) {
+      cases.push_back(cutlass_case(e, a, N, N, dtype, m, n, k, index++));
+    }
+  }
+  return cases;
+}
+
+// Runs the case, requires that cutlass ran it itself, and checks it against the reference.
+void run_on_cutlass_and_check(epigemm_context_t ctx, const GemmCase& c) {
+  SCOPED_TRACE(c.describe());
+  const CaseRun run = run_case(ctx, c);
+  ASSERT_TRUE(run.ok);
+  EXPECT_FALSE(run.declined) << "cutlass declined a call it has a kernel for: "
+                             << epigemm_context_last_error(ctx);
+  check_case(ctx, c, run);
+}
+
+// ---- on the host: what the backend accepts and declines (no GPU needed) -------------------
+
+#ifdef EPIGEMM_HAVE_CUTLASS_BACKEND_FOR_TESTS
+// A call in GEMM coordinates with device "pointers" that are never dereferenced (supports() only
+// looks at their values): 16-byte aligned, leading dimensions rounded up to 8 elements, unless a
+// test moves one.
+epigemm::GemmCall host_probe_call(epigemm_epilogue_t e, epigemm_activation_t activation, epigemm_op_t ta,
+                                  epigemm_op_t tb, int64_t m, int64_t n, int64_t k) {
+  epigemm::GemmCall call;
+  call.transa = ta;
+  call.transb = tb;
+  call.gemm_m = m;
+  call.gemm_n = n;
+  call.gemm_k = k;
+  call.epilogue = e;
+  call.activation = activation;
+  auto matrix = [](uintptr_t address, int64_t rows, int64_t cols) {
+    epigemm::Matrix x;
+    x.data = reinterpret_cast<void*>(address);
+    x.dtype = EPIGEMM_DTYPE_BF16;
+    x.rows = rows;
+    x.cols = cols;
+    x.ld = (rows + 7) / 8 * 8;  // 16-byte strides, so that each probe breaks only the rule it names
+    x.memory = EPIGEMM_MEMORY_DEVICE;
+    return x;
+  };
+  call.a = ta == EPIGEMM_OP_N ? matrix(0x10000000, m, k) : matrix(0x10000000, k, m);
+  call.b = tb == EPIGEMM_OP_N ? matrix(0x20000000, k, n) : matrix(0x20000000, n, k);
+  call.d = matrix(0x30000000, m, n);
+  const epigemm::EpilogueParts parts = call.parts();
+  call.has_bias = parts.reads_bias();
+  call.has_aux = parts.uses_aux();
+  call.has_bias_grad = parts.writes_bias_grad();
+  if (call.has_aux) call.aux = matrix(0x40000000, m, n);
+  epigemm::Vector vector;
+  vector.data = reinterpret_cast<void*>(0x50000000);
+  vector.dtype = EPIGEMM_DTYPE_BF16;
+  vector.length = m;
+  vector.memory = EPIGEMM_MEMORY_DEVICE;
+  if (call.has_bias) call.bias = vector;
+  if (call.has_bias_grad) call.bias_grad = vector;
+  call.backend = EPIGEMM_BACKEND_CUTLASS;
+  return call;
+}
+
+TEST(CutlassSupport, AcceptsItsKernelsAndDeclinesTheRestWithTheReason) {
+  const std::unique_ptr<epigemm::Backend> backend = epigemm::create_cutlass_backend();
+  const epigemm_op_t N = EPIGEMM_OP_N, T = EPIGEMM_OP_T;
+  const epigemm_activation_t gelu = EPIGEMM_ACTIVATION_GELU_TANH;
+  struct Probe {
+    const char* what;
+    epigemm::GemmCall call;
+    const char* reason;  // nullptr: supported; else a part of the reason
+  };
+  std::vector<Probe> probes;
+  probes.push_back({"DEFAULT TN", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 136, 200, 72), nullptr});
+  probes.push_back({"BIAS TT", host_probe_call(EPIGEMM_EPILOGUE_BIAS, gelu, T, T, 136, 200, 72), nullptr});
+  probes.push_back({"ACT_AUX_BIAS(silu) TN",
+                    host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_SILU, T, N, 64, 8, 8), nullptr});
+  probes.push_back({"DACT_BGRAD(gelu_erf) NN",
+                    host_probe_call(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_GELU_ERF, N, N, 8, 24, 16), nullptr});
+  probes.push_back({"ACT_AUX_BIAS NN", host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, gelu, N, N, 64, 64, 64),
+                    "instantiated for TN (fprop) only"});
+  probes.push_back({"DACT TN", host_probe_call(EPIGEMM_EPILOGUE_DACT, gelu, T, N, 64, 64, 64),
+                    "instantiated for NN (dgrad) only"});
+  probes.push_back({"BGRADB", host_probe_call(EPIGEMM_EPILOGUE_BGRADB, gelu, N, T, 64, 64, 64),
+                    "sums an input operand"});
+  probes.push_back({"ACT_AUX(identity)",
+                    host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX, EPIGEMM_ACTIVATION_IDENTITY, T, N, 64, 64, 64),
+                    "identity"});
+  probes.push_back({"gemm_k = 0", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 0), "empty"});
+  probes.push_back({"gemm_m = 17 (D's contiguous extent)",
+                    host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 17, 64, 64), "gemm_m = 17"});
+  probes.push_back({"gemm_k = 60 (A's contiguous extent in TN)",
+                    host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 60), "gemm_k = 60"});
+  Probe misaligned{"A misaligned", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 64),
+                   "not 16-byte aligned"};
+  misaligned.call.a.data = static_cast<char*>(misaligned.call.a.data) + 2;
+  probes.push_back(misaligned);
+  Probe odd_ld{"ld_d = 68", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 64), "multiple of 16 bytes"};
+  odd_ld.call.d.ld = 68;
+  probes.push_back(odd_ld);
+  Probe bias_misaligned{"bias misaligned", host_probe_call(EPIGEMM_EPILOGUE_BIAS, gelu, T, N, 64, 64, 64),
+                        "not 16-byte aligned"};
+  bias_misaligned.call.bias.data = static_cast<char*>(bias_misaligned.call.bias.data) + 8;
+  probes.push_back(bias_misaligned);
+  Probe f32_d{"D f32", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 64), "D in the input dtype"};
+  f32_d.call.d.dtype = EPIGEMM_DTYPE_F32;
+  probes.push_back(f32_d);
+  Probe f32_in{"A, B f32", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 64), "f32"};
+  f32_in.call.a.dtype = f32_in.call.b.dtype = f32_in.call.d.dtype = EPIGEMM_DTYPE_F32;
+  probes.push_back(f32_in);
+  Probe bias_f32{"bias f32", host_probe_call(EPIGEMM_EPILOGUE_BIAS, gelu, T, N, 64, 64, 64), "bias is f32"};
+  bias_f32.call.bias.dtype = EPIGEMM_DTYPE_F32;
+  probes.push_back(bias_f32);
+  Probe host{"host memory", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 64), "host memory"};
+  host.call.a.memory = host.call.b.memory = host.call.d.memory = EPIGEMM_MEMORY_HOST;
+  probes.push_back(host);
+
+  for (const Probe& probe : probes) {
+    const epigemm::Support support = backend->supports(probe.call);
+    if (probe.reason == nullptr) {
+      EXPECT_TRUE(support.supported) << probe.what << ": declined: " << support.reason;
+      EXPECT_EQ(backend->workspace_bytes(probe.call) > 0, probe.call.has_bias_grad || probe.call.parts().backward())
+          << probe.what << ": workspace " << backend->workspace_bytes(probe.call);
+    } else {
+      EXPECT_FALSE(support.supported) << probe.what << ": accepted";
+      EXPECT_NE(support.reason.find(probe.reason), std::string::npos)
+          << probe.what << ": the reason \"" << support.reason << "\" does not say \"" << probe.reason << "\"";
+    }
+  }
+}
+
+// Every kernel the lookups promise is there, is the one asked for (its name says the dtype, the
+// layout, the family and the activation), and accepts an aligned call of its kind through
+// supports(), CUTLASS's can_implement included; what is not instantiated is not found.
+TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
+  namespace cb = epigemm::cutlass_backend;
+  const std::unique_ptr<epigemm::Backend> backend = epigemm::create_cutlass_backend();
+  const cb::TileConfig tile = cb::TileConfig::cooperative_128x128x64;
+  const cb::OperandLayout layouts[] = {cb::OperandLayout::nn, cb::OperandLayout::nt, cb::OperandLayout::tn,
+                                       cb::OperandLayout::tt};
+  auto transposes = [](cb::OperandLayout layout, epigemm_op_t* ta, epigemm_op_t* tb) {
+    *ta = layout == cb::OperandLayout::tn || layout == cb::OperandLayout::tt ? EPIGEMM_OP_T : EPIGEMM_OP_N;
+    *tb = layout == cb::OperandLayout::nt || layout == cb::OperandLayout::tt ? EPIGEMM_OP_T : EPIGEMM_OP_N;
+  };
+  auto expect_named = [](const cb::Kernel* kernel, const std::vector<std::string>& parts) {
+    ASSERT_NE(kernel, nullptr);
+    for (const std::string& part : parts) {
+      EXPECT_NE(std::string(kernel->name).find(part), std::string::npos) << kernel->name << " lacks " << part;
+    }
+  };
+  auto expect_supported = [&](epigemm_epilogue_t e, epigemm_activation_t a, cb::OperandLayout layout,
+                              epigemm_dtype_t dtype) {
+    epigemm_op_t ta, tb;
+    transposes(layout, &ta, &tb);
+    epigemm::GemmCall call = host_probe_call(e, a, ta, tb, 136, 200, 72);
+    for (epigemm::Matrix* m : {&call.a, &call.b, &call.d, &call.aux}) m->dtype = dtype;
+    call.bias.dtype = call.bias_grad.dtype = dtype;
+    const epigemm::Support support = backend->supports(call);
+    EXPECT_TRUE(support.supported) << epigemm_epilogue_name(e) << " " << epigemm_activation_name(a) << " "
+                                   << cb::operand_layout_name(layout) << " " << epigemm_dtype_name(dtype)
+                                   << ": declined: " << support.reason;
+  };
+  int found = 0;
+  for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
+    const std::string dtype_name = epigemm_dtype_name(dtype);
+    EXPECT_EQ(cb::find_linear_combination_bias_kernel(EPIGEMM_DTYPE_F32, cb::OperandLayout::tn, tile), nullptr);
+    for (cb::OperandLayout layout : layouts) {
+      const std::string layout_name = cb::operand_layout_name(layout);
+      expect_named(cb::find_linear_combination_bias_kernel(dtype, layout, tile),
+                   {dtype_name + " " + layout_name + " linear_combination_bias", "128x128x64"});
+      ++found;
+      expect_supported(EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_ACTIVATION_GELU_TANH, layout, dtype);
+      expect_supported(EPIGEMM_EPILOGUE_BIAS, EPIGEMM_ACTIVATION_GELU_TANH, layout, dtype);
+      for (epigemm_activation_t a : non_identity_activations()) {
+        const std::string act = std::string("(") + epigemm_activation_name(a) + ")";
+        const cb::Kernel* forward = cb::find_forward_activation_aux_kernel(dtype, layout, a, tile);
+        const cb::Kernel* backward = cb::find_backward_activation_bgrad_kernel(dtype, layout, a, tile);
+        if (layout == cb::OperandLayout::tn) {
+          expect_named(forward, {dtype_name + " TN forward_activation_aux" + act});
+          ++found;
+          for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_ACT, EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_EPILOGUE_ACT_AUX,
+                                       EPIGEMM_EPILOGUE_ACT_AUX_BIAS}) {
+            expect_supported(e, a, layout, dtype);
+          }
+        } else {
+          EXPECT_EQ(forward, nullptr) << layout_name;
+        }
+        if (layout == cb::OperandLayout::nn) {
+          expect_named(backward, {dtype_name + " NN backward_activation_bgrad" + act});
+          ++found;
+          for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_DACT, EPIGEMM_EPILOGUE_DACT_BGRAD}) {
+            expect_supported(e, a, layout, dtype);
+          }
+        } else {
+          EXPECT_EQ(backward, nullptr) << layout_name;
+        }
+      }
+      EXPECT_EQ(cb::find_forward_activation_aux_kernel(dtype, layout, EPIGEMM_ACTIVATION_IDENTITY, tile), nullptr);
+      EXPECT_EQ(cb::find_backward_activation_bgrad_kernel(dtype, layout, EPIGEMM_ACTIVATION_IDENTITY, tile), nullptr);
+    }
+  }
+  EXPECT_EQ(found, 24);
+}
+#else
+TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
+  GTEST_SKIP() << "SKIP: the cutlass backend is not built (no CUDA, no CUTLASS headers, or no 90a "
+                  "in CMAKE_CUDA_ARCHITECTURES)";
+}
+TEST(CutlassSupport, AcceptsItsKernelsAndDeclinesTheRestWithTheReason) {
+  GTEST_SKIP() << "SKIP: the cutlass backend is not built (no CUDA, no CUTLASS headers, or no 90a "
+                  "in CMAKE_CUDA_ARCHITECTURES)";
+}
+#endif
+
+// ---- on the GPU -----------------------------------------------------------------------------
+
+// Every kernel, in both dtypes, on a shape that is not a multiple of the tile in any direction
+// (gemm_m = 136: one full tile and 8 rows; gemm_n = 200; gemm_k = 72, one full 64-deep slice and
+// 8), with alpha and beta, and with padded leading dimensions (multiples of 8 elements).
+TEST(CutlassBackend, EveryKernelOnShapesNotMultiplesOfTheTile) {
+  Context ctx;
+  EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);
+  uint64_t index = 0;
+  for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
+    for (GemmCase c : every_kernel(dtype, 136, 200, 72, index)) {
+      run_on_cutlass_and_check(ctx, c);
+      c.alpha = -0.75f;
+      c.beta = 0.5f;
+      c.lda = c.a_rows() + 8;
+      c.ldb = c.b_rows() + 16;
+      c.ldd = c.gemm_m + 24;
+      if (c.has_aux()) c.ldaux = c.gemm_m + 8;
+      c.seed = case_seed("cutlass_accumulate", index);
+      run_on_cutlass_and_check(ctx, c);
+      ++index;
+    }
+    index += 100;
+  }
+}
+
+// 2 x 1 output tiles on a device of 132 SMs: most CTAs of the persistent grid get no tile.
+TEST(CutlassBackend, GridSmallerThanTheSmCount) {
+  Context ctx;
+  EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);
+  for (const GemmCase& c : every_kernel(EPIGEMM_DTYPE_BF16, 256, 120, 520, 1000)) run_on_cutlass_and_check(ctx, c);
+}
+
+// 17 x 11 = 187 output tiles, more than the SMs: each CTA of the persistent grid loops over tiles,
+// and the DACT_BGRAD row sums add 11 partial tiles per row block. The reference runs on the CPU in
+// double, so gemm_k stays small.
+TEST(CutlassBackend, GridLargerThanTheSmCount) {
+  Context ctx;
+  EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);
+  const epigemm_op_t N = EPIGEMM_OP_N, T = EPIGEMM_OP_T;
+  const epigemm_activation_t gelu = EPIGEMM_ACTIVATION_GELU_TANH;
+  std::vector<GemmCase> cases = {
+      cutlass_case(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, EPIGEMM_DTYPE_BF16, 2056, 1288, 136, 2000),
+      cutlass_case(EPIGEMM_EPILOGUE_BIAS, gelu, N, T, EPIGEMM_DTYPE_F16, 2056, 1288, 136, 2001),
+      cutlass_case(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, gelu, T, N, EPIGEMM_DTYPE_BF16, 2056, 1288, 136, 2002),
+      cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, gelu, N, N, EPIGEMM_DTYPE_BF16, 2056, 1288, 136, 2003),
+      cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_SILU, N, N, EPIGEMM_DTYPE_F16, 1032, 4104, 64, 2004),
+  };
+  for (const GemmCase& c : cases) run_on_cutlass_and_check(ctx, c);
+}
+
+// The same inputs give bitwise the same D, aux and bias gradient: twice in one context, and once
+// more in a second context (a fresh backend, nothing cached). The kernel and tile shape are a pure
+// function of the call, and the bias-gradient sums add per-tile partials in a fixed order.
+TEST(CutlassBackend, BitwiseRepeatableAcrossRunsAndContexts) {
+  Context ctx;
+  EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);
+  Context other;
+  const epigemm_op_t N = EPIGEMM_OP_N, T = EPIGEMM_OP_T;
+  const std::vector<GemmCase> cases = {
+      cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_GELU_TANH, N, N, EPIGEMM_DTYPE_BF16, 1032, 3000, 64, 3000),
+      cutlass_case(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_ERF, T, N, EPIGEMM_DTYPE_F16, 1032, 1000, 264, 3001),
+      cutlass_case(EPIGEMM_EPILOGUE_BIAS, EPIGEMM_ACTIVATION_GELU_TANH, N, T, EPIGEMM_DTYPE_BF16, 520, 1000, 1032, 3002),
+  };
+  for (const GemmCase& c : cases) {
+    SCOPED_TRACE(c.describe());
+    const CaseRun first = run_case(ctx, c);
+    ASSERT_TRUE(first.ok && !first.declined);
+    const CaseRun runs[] = {run_case(ctx, c), run_case(ctx, c), run_case(other, c)};
+    for (const CaseRun& again : runs) {
+      ASSERT_TRUE(again.ok && !again.declined);
+      expect_bitwise_equal("D", first.after.d, again.after.d);
+      if (c.aux_is_output()) expect_bitwise_equal("aux", first.after.aux, again.after.aux);
+      if (c.has_bias_grad()) expect_bitwise_equal("bias_grad", first.after.bias_grad, again.after.bias_grad);
+    }
+  }
+}
+
+#ifdef EPIGEMM_TESTS_WITH_CUDA
+#define ASSERT_CUDA(expr)                                                      \
+  do {                                                                         \
+    const cudaError_t err_ = (expr);                                           \
+    ASSERT_EQ(err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(err_); \
+  } while (0)
+
+// One call of each family captured into a CUDA graph in global capture mode (where an allocation,
+// a host synchronization or a device-to-host copy inside a call makes the capture fail; the
+// DACT_BGRAD call's cudaMemsetAsync of its tile counters is a captured node), replayed twice on
+// fresh inputs and checked against the reference.
+TEST(CutlassBackend, CallsCaptureIntoAGraphAndReplay) {
+  Context ctx;
+  EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);
+  const epigemm_op_t N = EPIGEMM_OP_N, T = EPIGEMM_OP_T;
+  struct Captured {
+    GemmCase c;
+    Operands ops;
+    OperandViews views;
+    Desc desc;
+    std::unique_ptr<Workspace> workspace;
+  };
+  std::vector<Captured> calls;
+  const GemmCase cases[] = {
+      cutlass_case(EPIGEMM_EPILOGUE_BIAS, EPIGEMM_ACTIVATION_GELU_TANH, T, N, EPIGEMM_DTYPE_BF16, 264, 136, 72, 4000),
+      cutlass_case(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_TANH, T, N, EPIGEMM_DTYPE_BF16, 264, 136, 72, 4001),
+      cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_GELU_TANH, N, N, EPIGEMM_DTYPE_BF16, 264, 520, 72, 4002),
+  };
+  for (const GemmCase& c : cases) {
+    Captured call;
+    call.c = c;
+    call.ops = Operands::make(call.c);
+    call.ops.upload(call.c);
+    call.views = OperandViews::of(call.c, call.ops, EPIGEMM_MEMORY_DEVICE);
+    call.desc = make_desc(call.c, call.views, EPIGEMM_BACKEND_CUTLASS);
+    size_t bytes = 0;
+    ASSERT_EQ(epigemm_gemm_workspace_size(ctx, call.desc.get(), &call.views.a, &call.views.b, &call.views.d, &bytes),
+              EPIGEMM_STATUS_SUCCESS)
+        << epigemm_context_last_error(ctx);
+    call.workspace = std::make_unique<Workspace>(bytes, EPIGEMM_MEMORY_DEVICE);
+    calls.push_back(std::move(call));
+  }
+  Stream stream(EPIGEMM_MEMORY_DEVICE);
+  const cudaStream_t s = static_cast<cudaStream_t>(stream.get());
+  // One uncaptured run of each first (CUDA loads kernel modules lazily on the first launch).
+  for (Captured& call : calls) {
+    ASSERT_EQ(epigemm_gemm(ctx, call.desc.get(), &call.views.a, &call.views.b, &call.views.d,
+                           call.workspace->data(), call.workspace->bytes(), stream.get()),
+              EPIGEMM_STATUS_SUCCESS)
+        << epigemm_context_last_error(ctx);
+  }
+  stream.synchronize();
+  ASSERT_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  std::vector<epigemm_status_t> statuses;
+  std::vector<std::string> messages;
+  for (Captured& call : calls) {
+    statuses.push_back(epigemm_gemm(ctx, call.desc.get(), &call.views.a, &call.views.b, &call.views.d,
+                                    call.workspace->data(), call.workspace->bytes(), stream.get()));
+    messages.push_back(epigemm_context_last_error(ctx));
+  }
+  cudaGraph_t graph = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(s, &graph);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(statuses[i], EPIGEMM_STATUS_SUCCESS) << calls[i].c.describe() << ": " << messages[i];
+  }
+  ASSERT_EQ(end, cudaSuccess) << "capture failed: " << cudaGetErrorString(end);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 2; ++replay) {
+    std::vector<Operands> before;
+    for (Captured& call : calls) {
+      Rng rng(case_seed("cutlass_graph_replay", uint64_t(replay) * 100 + uint64_t(call.c.epilogue)));
+      call.ops.a.fill_uniform(rng, -1.0, 1.0);
+      call.ops.b.fill_uniform(rng, -1.0, 1.0);
+      call.ops.d.fill_poison();
+      if (call.c.has_bias()) call.ops.bias.fill_uniform(rng, -1.0, 1.0);
+      if (call.c.has_aux()) {
+        if (call.c.aux_is_output()) {
+          call.ops.aux.fill_poison();
+        } else {
+          call.ops.aux.fill_uniform(rng, -3.0, 3.0);
+        }
+      }
+      if (call.c.has_bias_grad()) call.ops.bias_grad.fill_poison();
+      call.ops.upload(call.c);
+      before.push_back(call.ops);
+    }
+    ASSERT_CUDA(cudaGraphLaunch(exec, s));
+    stream.synchronize();
+    for (size_t i = 0; i < calls.size(); ++i) {
+      SCOPED_TRACE("replay " + std::to_string(replay) + ": " + calls[i].c.describe());
+      CaseRun run;
+      run.ok = true;
+      run.ran = EPIGEMM_BACKEND_CUTLASS;
+      run.before = before[i];
+      calls[i].ops.download(calls[i].c, stream.get());
+      run.after = calls[i].ops;
+      check_case(ctx, calls[i].c, run);
+    }
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+#else
+TEST(CutlassBackend, CallsCaptureIntoAGraphAndReplay) {
+  GTEST_SKIP() << "SKIP: this build has no CUDA (the cutlass backend is not compiled in)";
+}
+#endif
+
+}  // namespace
+}  // namespace epigemm_test
