@@ -1,7 +1,9 @@
 // The dispatcher: which backend runs a call, and why.
 #include "core/context.hpp"
 
+#include <algorithm>
 #include <sstream>
+#include <vector>
 
 #include "core/names.hpp"
 #include "core/validate.hpp"
@@ -44,21 +46,33 @@ Status Context::select(const GemmCall& call, Backend** chosen, std::string* reas
     return Status();
   }
 
+  // The usable backends in the order of their priority for this call (ties in registration
+  // order), asked in that order: the first that supports the call runs it. The same choice as
+  // asking every backend, without paying the support questions of the backends below the chosen
+  // one on every call (CUTLASS's can_implement, a cuBLASLt plan lookup).
+  struct Candidate {
+    Backend* backend;
+    int priority;
+  };
+  std::vector<Candidate> candidates;
+  candidates.reserve(backends_.size());
+  for (const auto& backend : backends_) {
+    if (backend->usable()) candidates.push_back(Candidate{backend.get(), backend->auto_priority(call)});
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& x, const Candidate& y) { return x.priority > y.priority; });
   Backend* best = nullptr;
   int best_priority = 0;
   std::ostringstream declined;
-  for (const auto& backend : backends_) {
-    if (!backend->usable()) continue;
-    const Support support = backend->supports(call);
+  for (const Candidate& candidate : candidates) {
+    const Support support = candidate.backend->supports(call);
     if (!support.supported) {
-      declined << "; " << backend_name(backend->id()) << " declined (" << support.reason << ")";
+      declined << "; " << backend_name(candidate.backend->id()) << " declined (" << support.reason << ")";
       continue;
     }
-    const int priority = backend->auto_priority(call);
-    if (best == nullptr || priority > best_priority) {
-      best = backend.get();
-      best_priority = priority;
-    }
+    best = candidate.backend;
+    best_priority = candidate.priority;
+    break;
   }
   if (best == nullptr) {
     return error(EPIGEMM_STATUS_NOT_SUPPORTED, "no usable backend supports this call",

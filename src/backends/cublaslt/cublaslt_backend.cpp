@@ -27,9 +27,11 @@
 //   - bias, aux or bias_grad in a dtype other than D's: cuBLASLt writes the bias gradient in
 //     D's type ("Ctype", cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER) and reads the bias and
 //     aux in it for these kernels; a mixed dtype would be misread;
-//   - DGELU and DGELU_BGRAD with an f32 D: cuBLASLt's fp32 dGELU is accurate to about 1e-5
-//     relative (measured on the H200: ||out - ref|| / ||ref|| ~ 5e-6, elementwise ~1.3e-5),
-//     outside the fp32 tolerance of docs/conventions.md; `cuda` computes it to a few ulp;
+//   - GELU (gelu_tanh) with an f32 D, forward and backward: cuBLASLt's fp32 dGELU is accurate to
+//     about 1e-5 relative (measured on the H200: ||out - ref|| / ||ref|| ~ 5e-6, elementwise
+//     ~1.3e-5), and its fp32 GELU gave -0.000165934 for -0.000165823 (3.5e-5 relative, a 1 x 1
+//     case of the test matrix on the H200, 2026-12-01), both outside the fp32 tolerance of
+//     docs/conventions.md; `cuda` and `cutlass` compute them to a few ulp;
 //   - anything its heuristic finds no algorithm for (answered once per case and cached).
 // State: one cuBLASLt handle per context, and per case (shapes, lds, dtypes, transposes,
 // epilogue, TF32, the operands' alignments) a plan: the matmul and layout descriptors plus the
@@ -283,8 +285,10 @@ Support CublasLtBackend::supports(const GemmCall& call) const {
     return Support::no("the bias_grad dtype differs from D's");
   }
   if (call.has_aux && call.aux.dtype != call.d.dtype) return Support::no("the aux dtype differs from D's");
-  if (call.parts().reads_aux() && call.d.dtype == EPIGEMM_DTYPE_F32) {
-    return Support::no("cuBLASLt's fp32 dGELU is outside the fp32 tolerance (about 1e-5 relative)");
+  if (call.parts().activation == EPIGEMM_ACTIVATION_GELU_TANH && call.d.dtype == EPIGEMM_DTYPE_F32) {
+    return Support::no(call.parts().backward()
+                           ? "cuBLASLt's fp32 dGELU is outside the fp32 tolerance (about 1e-5 relative)"
+                           : "cuBLASLt's fp32 GELU is outside the fp32 tolerance (3.5e-5 relative measured)");
   }
   const Plan& plan = plan_for(call);
   if (!plan.found) return Support::no(plan.why_not.message());
