@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Draws the GPU benchmark as a chart: for every case (shape, pass, epilogue with its activation),
 the time over the plain GEMM of the same case in the same run, for the cuda backend, the cublaslt
-backend, cuBLASLt's fused epilogue called directly, and auto. One panel per pass; lower is better;
-1.0 is the GEMM. Cases cuBLASLt does not have show only cuda and auto.
+backend, the cutlass backend, cuBLASLt's fused epilogue called directly, and auto. One panel per pass; lower is better;
+1.0 is the GEMM. A backend that declines a case has no bar there.
 
 usage: scripts/plot_bench.py bench/results/<run>.csv [--out chart.png] [--activations gelu_tanh,relu]
 --activations keeps the cases whose epilogue has one of these activations, and those without an
@@ -20,7 +20,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 VARIANTS = [("cuda", "cuda backend", "#4c72b0"), ("cublaslt", "cublaslt backend", "#dd8452"),
-            ("lt_fused", "cuBLASLt fused, direct", "#c8c8c8"), ("auto", "auto", "#55a868")]
+            ("cutlass", "cutlass backend", "#8172b3"), ("lt_fused", "cuBLASLt fused, direct", "#c8c8c8"),
+            ("auto", "auto", "#55a868")]
 PASSES = ["fprop", "dgrad", "wgrad"]
 # The epilogue values that are gelu_tanh presets under their GELU names.
 GELU_NAMES = {"GELU_AUX", "GELU_AUX_BIAS", "DGELU", "DGELU_BGRAD"}
