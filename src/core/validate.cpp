@@ -299,4 +299,31 @@ Status validate_gemm_call(const GemmCall& call) {
   return Status();
 }
 
+std::string operand_off_its_element_size(const GemmCall& call) {
+  struct Placed {
+    const char* name;
+    const void* data;
+    epigemm_dtype_t dtype;
+    bool present;
+  };
+  const Placed operands[] = {{call.names.a, call.a.data, call.a.dtype, true},
+                             {call.names.b, call.b.data, call.b.dtype, true},
+                             {call.names.d, call.d.data, call.d.dtype, true},
+                             {call.names.bias, call.bias.data, call.bias.dtype, call.has_bias},
+                             {call.names.aux, call.aux.data, call.aux.dtype, call.has_aux},
+                             {call.names.bias_grad, call.bias_grad.data, call.bias_grad.dtype,
+                              call.has_bias_grad}};
+  for (const Placed& operand : operands) {
+    const size_t size = dtype_size(operand.dtype);
+    const uintptr_t address = reinterpret_cast<uintptr_t>(operand.data);
+    if (operand.present && address % size != 0) {
+      std::ostringstream why;
+      why << operand.name << " (" << dtype_name(operand.dtype) << ") is at 0x" << std::hex << address
+          << std::dec << ", not a multiple of its element size " << size;
+      return why.str();
+    }
+  }
+  return std::string();
+}
+
 }  // namespace epigemm

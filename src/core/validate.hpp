@@ -1,6 +1,8 @@
 // Validation of a GEMM call before anything is written (docs/conventions.md, "Errors").
 #pragma once
 
+#include <string>
+
 #include "core/gemm_call.hpp"
 #include "core/status.hpp"
 
@@ -31,5 +33,11 @@ Status validate_enums(const GemmCall& call);
 // Everything that does not depend on the backend: pointers, dtypes, shapes, leading dimensions,
 // the operands each epilogue needs (and no others), one memory space, no overlapping outputs.
 Status validate_gemm_call(const GemmCall& call);
+
+// The first operand whose data pointer is not a multiple of its element size, as "A (bf16) is at
+// 0x1001, not a multiple of its element size 2"; "" when every operand is element-aligned. Such
+// storage is valid (docs/conventions.md: any alignment); a backend whose kernels access whole
+// elements declines it with this text and its own reason.
+std::string operand_off_its_element_size(const GemmCall& call);
 
 }  // namespace epigemm

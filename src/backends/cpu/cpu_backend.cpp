@@ -27,12 +27,12 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <string>
 
 #include "backends/cpu/epilogue_kernels.hpp"
 #include "core/names.hpp"
 #include "core/numeric.hpp"
+#include "core/validate.hpp"
 
 namespace epigemm {
 namespace {
@@ -143,31 +143,8 @@ namespace {
 // pointers. Storage off its element size comes from no framework allocator, only from byte
 // offsets into a buffer, so the slower path costs nothing in practice.
 std::string misaligned_operand(const GemmCall& call) {
-  struct Placed {
-    const char* name;
-    const void* data;
-    epigemm_dtype_t dtype;
-    bool present;
-  };
-  const Placed operands[] = {{call.names.a, call.a.data, call.a.dtype, true},
-                             {call.names.b, call.b.data, call.b.dtype, true},
-                             {call.names.d, call.d.data, call.d.dtype, true},
-                             {call.names.bias, call.bias.data, call.bias.dtype, call.has_bias},
-                             {call.names.aux, call.aux.data, call.aux.dtype, call.has_aux},
-                             {call.names.bias_grad, call.bias_grad.data, call.bias_grad.dtype,
-                              call.has_bias_grad}};
-  for (const Placed& operand : operands) {
-    const size_t size = dtype_size(operand.dtype);
-    const uintptr_t address = reinterpret_cast<uintptr_t>(operand.data);
-    if (operand.present && address % size != 0) {
-      std::ostringstream why;
-      why << operand.name << " (" << dtype_name(operand.dtype) << ") is at 0x" << std::hex
-          << address << std::dec << ", not a multiple of its element size " << size
-          << "; the cpu backend needs element-aligned storage";
-      return why.str();
-    }
-  }
-  return std::string();
+  const std::string off = operand_off_its_element_size(call);
+  return off.empty() ? off : off + "; the cpu backend needs element-aligned storage";
 }
 
 // The requested build of the kernels, or the widest below it that this CPU runs.

@@ -43,7 +43,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <tuple>
 
@@ -51,9 +50,11 @@
 #include "backends/cublaslt/cublaslt_epilogue.hpp"
 #include "backends/cublaslt/cublaslt_preference.hpp"
 #include "core/backend.hpp"
+#include "core/cuda_device.hpp"
 #include "core/names.hpp"
 #include "core/cuda_dtype.hpp"
 #include "core/numeric.hpp"
+#include "core/validate.hpp"
 
 namespace epigemm {
 namespace {
@@ -80,31 +81,8 @@ PlanKey plan_key(const GemmCall& c) {
 
 // Why an operand of the call is not at a multiple of its element size ("" when none is).
 std::string misaligned_element(const GemmCall& call) {
-  struct Placed {
-    const char* name;
-    const void* data;
-    epigemm_dtype_t dtype;
-    bool present;
-  };
-  const Placed operands[] = {{call.names.a, call.a.data, call.a.dtype, true},
-                             {call.names.b, call.b.data, call.b.dtype, true},
-                             {call.names.d, call.d.data, call.d.dtype, true},
-                             {call.names.bias, call.bias.data, call.bias.dtype, call.has_bias},
-                             {call.names.aux, call.aux.data, call.aux.dtype, call.has_aux},
-                             {call.names.bias_grad, call.bias_grad.data, call.bias_grad.dtype,
-                              call.has_bias_grad}};
-  for (const Placed& operand : operands) {
-    const size_t size = dtype_size(operand.dtype);
-    const uintptr_t address = reinterpret_cast<uintptr_t>(operand.data);
-    if (operand.present && address % size != 0) {
-      std::ostringstream why;
-      why << operand.name << " (" << dtype_name(operand.dtype) << ") is at 0x" << std::hex << address
-          << std::dec << ", not a multiple of its element size " << size
-          << "; cuBLASLt's kernels access whole elements";
-      return why.str();
-    }
-  }
-  return std::string();
+  const std::string off = operand_off_its_element_size(call);
+  return off.empty() ? off : off + "; cuBLASLt's kernels access whole elements";
 }
 
 // The cuBLASLt objects of one case. Owned by the backend's cache, destroyed with the context.
@@ -212,24 +190,15 @@ Status create_descriptors(const GemmCall& call, Plan* p) {
 class CublasLtBackend final : public Backend {
  public:
   CublasLtBackend() {
-    int devices = 0;
-    const cudaError_t counted = cudaGetDeviceCount(&devices);
-    if (counted != cudaSuccess || devices == 0) {
-      why_not_usable_ = std::string("no CUDA device (cudaGetDeviceCount: ") +
-                        (counted != cudaSuccess ? cudaGetErrorString(counted) : "0 devices") + ")";
-      cudaGetLastError();  // clear the sticky "no device" error for whoever asks next
+    const CudaDevice device = current_cuda_device();
+    if (!device.present) {
+      why_not_usable_ = device.why_absent;
       return;
     }
     const cublasStatus_t created = cublasLtCreate(&handle_);
     usable_ = created == CUBLAS_STATUS_SUCCESS;
     if (!usable_) why_not_usable_ = std::string("cublasLtCreate: ") + cublasLtGetStatusString(created);
-    int device = 0;
-    cudaDeviceProp properties;
-    if (usable_ && cudaGetDevice(&device) == cudaSuccess &&
-        cudaGetDeviceProperties(&properties, device) == cudaSuccess) {
-      device_ = "device " + std::to_string(device) + ": " + properties.name + ", compute capability " +
-                std::to_string(properties.major) + "." + std::to_string(properties.minor);
-    }
+    device_ = device.text();
     cudaGetLastError();
   }
   ~CublasLtBackend() override {

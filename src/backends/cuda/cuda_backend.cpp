@@ -24,6 +24,7 @@
 #include <string>
 
 #include "backends/cuda/epilogue_kernels.hpp"
+#include "core/cuda_device.hpp"
 #include "core/cuda_dtype.hpp"
 #include "core/numeric.hpp"
 
@@ -169,23 +170,14 @@ class CudaBackend final : public Backend {
 };
 
 Status CudaBackend::init() {
-  int devices = 0;
-  const cudaError_t counted = cudaGetDeviceCount(&devices);
-  if (counted != cudaSuccess || devices == 0) {
-    // The usual reason on a machine without a GPU: said plainly, for epigemm_backend_description.
-    return error(EPIGEMM_STATUS_BACKEND_ERROR, "no CUDA device (cudaGetDeviceCount: ",
-                 counted != cudaSuccess ? cudaGetErrorString(counted) : "0 devices", ")");
-  }
+  const CudaDevice device = current_cuda_device();
+  // The usual reason on a machine without a GPU: said plainly, for epigemm_backend_description.
+  if (!device.present) return error(EPIGEMM_STATUS_BACKEND_ERROR, device.why_absent);
   // Fails when this build holds no kernel image for the device (it is built for sm_90a).
   EPIGEMM_RETURN_IF_ERROR(cuda::query_kernel_tuning(&tuning_));
   EPIGEMM_CUBLAS_CHECK(cublasCreate(&handle_));
-  int device = 0, cublas_version = 0;
-  cudaDeviceProp properties;
-  EPIGEMM_CUDA_CHECK(cudaGetDevice(&device));
-  EPIGEMM_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
-  device_ = "device " + std::to_string(device) + ": " + properties.name + ", compute capability " +
-            std::to_string(properties.major) + "." + std::to_string(properties.minor) + ", " +
-            std::to_string(properties.multiProcessorCount) + " SMs";
+  int cublas_version = 0;
+  device_ = device.text() + ", " + std::to_string(device.properties.multiProcessorCount) + " SMs";
   EPIGEMM_CUBLAS_CHECK(cublasGetVersion(handle_, &cublas_version));  // major*10000 + minor*100 + patch
   cublas_version_ = std::to_string(cublas_version / 10000) + "." +
                     std::to_string(cublas_version % 10000 / 100) + "." + std::to_string(cublas_version % 100);

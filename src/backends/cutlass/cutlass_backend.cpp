@@ -25,6 +25,7 @@
 #include "backends/cutlass/cutlass_kernels.hpp"
 #include "backends/cutlass/cutlass_tile_config.hpp"
 #include "core/backend.hpp"
+#include "core/cuda_device.hpp"
 #include "core/dtype.hpp"
 #include "core/names.hpp"
 
@@ -185,28 +186,17 @@ std::string operand_rule_broken(const GemmCall& call) {
 class CutlassBackend final : public Backend {
  public:
   CutlassBackend() {
-    int devices = 0;
-    const cudaError_t counted = cudaGetDeviceCount(&devices);
-    if (counted != cudaSuccess || devices == 0) {
-      why_not_usable_ = std::string("no CUDA device (cudaGetDeviceCount: ") +
-                        (counted != cudaSuccess ? cudaGetErrorString(counted) : "0 devices") + ")";
-      cudaGetLastError();  // clear the sticky "no device" error for whoever asks next
+    const CudaDevice device = current_cuda_device();
+    if (!device.present) {
+      why_not_usable_ = device.why_absent;
       return;
     }
-    cudaDeviceProp properties;
-    if (cudaGetDevice(&device_.device_id) != cudaSuccess ||
-        cudaGetDeviceProperties(&properties, device_.device_id) != cudaSuccess) {
-      why_not_usable_ = "cudaGetDeviceProperties failed";
-      cudaGetLastError();
-      return;
-    }
-    device_.sm_count = properties.multiProcessorCount;
-    device_text_ = "device " + std::to_string(device_.device_id) + ": " + properties.name +
-                   ", compute capability " + std::to_string(properties.major) + "." +
-                   std::to_string(properties.minor);
+    device_.device_id = device.id;
+    device_.sm_count = device.properties.multiProcessorCount;
+    device_text_ = device.text();
     // The kernels are compiled for sm_90a alone, whose wgmma and TMA instructions run on compute
     // capability 9.0 only (not on a later major version).
-    if (properties.major != 9 || properties.minor != 0) {
+    if (device.properties.major != 9 || device.properties.minor != 0) {
       why_not_usable_ = "the kernels are compiled for sm_90a (compute capability 9.0); " + device_text_;
       return;
     }
