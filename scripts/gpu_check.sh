@@ -11,6 +11,7 @@
 # Environment: TESTS_FILTER / MEMCHECK_FILTER / RACECHECK_FILTER (gtest filters; TESTS_FILTER
 # defaults to the whole binary), BENCH_ARGS (e.g. "--reps 40" or "--activations gelu_tanh"),
 # LAB_ARGS (the kernel lab's; default a short setting: 10 repetitions after 2 warm-ups).
+# TESTS_ONLY=1: the build, the tests, the demo and the sanitizers, without the benchmark and the lab.
 # DISPATCH_REFRESH=1: afterwards, regenerate src/backends/cublaslt/dispatch_table.inc from this
 # run's benchmark (scripts/make_dispatch_table.py), rebuild, run the dispatch and cublaslt/auto
 # tests and the benchmark again with the new table compiled in, for the activations cuBLASLt has
@@ -66,13 +67,15 @@ bash scripts/fetch_cutlass.sh > "$OUT/fetch.log" 2>&1 || {
   tail -3 "$OUT/fetch.log"; echo "no CUTLASS headers: the cutlass backend is not built (carry .deps)"; }
 cat "$OUT/fetch.log" >> "$OUT/build.log" 2>/dev/null; rm -f "$OUT/fetch.log"
 
+BENCH_TARGETS="epigemm_bench_gpu epigemm_epilogue_lab"
+[ "${TESTS_ONLY:-0}" = 1 ] && BENCH_TARGETS=""
 step "configure + build ($(nproc) cores)"
 GTEST_ARG=()
 if [ -d "$ROOT/.gtest-src" ]; then GTEST_ARG=(-DEPIGEMM_GTEST_SOURCE_DIR="$ROOT/.gtest-src"); fi
 # Only the GPU this runs on (sm_90a): half the CUDA compile time of the default 80;90a.
 if ! { cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEPIGEMM_WITH_CUDA=ON \
          -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90a}" "${GTEST_ARG[@]}" &&
-       cmake --build "$BUILD" -j"$(nproc)" --target epigemm_tests epigemm_bench_gpu epigemm_epilogue_lab epigemm_cli; } > "$OUT/build.log" 2>&1; then
+       cmake --build "$BUILD" -j"$(nproc)" --target epigemm_tests epigemm_cli $BENCH_TARGETS; } > "$OUT/build.log" 2>&1; then
   tail -40 "$OUT/build.log"
   echo "BUILD FAILED (full log: $OUT/build.log)"
   exit 1
@@ -100,6 +103,11 @@ grep -E '^\[  (FAILED|SKIPPED) ' "$OUT/tests.log" | grep -v "listed below" | hea
 MATRIX_CASES=$(grep -E '^\[ cases    \] \S+ ran' "$OUT/tests.log" |
   awk '{ran[$4] += $6; declined[$4] += $10} END {for (b in ran) printf "%s ran %d, declined %d; ", b, ran[b], declined[b]}')
 
+BENCH_RC=0
+LAB_RC=0
+if [ "${TESTS_ONLY:-0}" = 1 ]; then
+  echo "TESTS_ONLY=1: no benchmark, no kernel lab"
+else
 step "benchmark"
 # shellcheck disable=SC2086
 timeout 300 "$BENCH" --out "$OUT" $BENCH_ARGS >> "$OUT/bench.log" 2>&1
@@ -113,6 +121,7 @@ timeout 150 "$LAB" $LAB_ARGS > "$OUT/lab.log" 2>&1
 LAB_RC=$?
 grep -E "^device|VALIDATION FAILED" "$OUT/lab.log"
 cat "$OUT/lab.log" >> "$OUT/bench.log" && rm -f "$OUT/lab.log"
+fi
 
 step "the main job on the GPU: epigemm demo (bf16, fp32) and epigemm check"
 CLI=$BUILD/tools/epigemm
