@@ -30,7 +30,10 @@ fi
 mkdir -p "$deps_dir"
 if [ ! -f "$deps_dir/$wheel_name" ]; then
   echo "fetch_cutlass: downloading nvidia-cutlass==$version (the wheel only, --no-deps) into $deps_dir/"
-  if ! python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$deps_dir" "nvidia-cutlass==$version"; then
+  # Few retries and a short timeout: without network (the GPU machine) this fails in seconds.
+  if ! python3 -m pip download --quiet --retries 1 --timeout 20 --no-deps --only-binary=:all: \
+         --dest "$deps_dir" "nvidia-cutlass==$version" ||
+     [ ! -f "$deps_dir/$wheel_name" ]; then
     echo "fetch_cutlass: could not download nvidia-cutlass==$version; put $wheel_name into $deps_dir/" >&2
     exit 2
   fi

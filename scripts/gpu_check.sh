@@ -65,7 +65,7 @@ nvcc --version | tail -2 | tee -a "$OUT/bench.log"
 step "CUTLASS headers (scripts/fetch_cutlass.sh, from .deps/ without network)"
 bash scripts/fetch_cutlass.sh > "$OUT/fetch.log" 2>&1 || {
   tail -3 "$OUT/fetch.log"; echo "no CUTLASS headers: the cutlass backend is not built (carry .deps)"; }
-cat "$OUT/fetch.log" >> "$OUT/build.log" 2>/dev/null; rm -f "$OUT/fetch.log"
+fetch_log=$(cat "$OUT/fetch.log" 2>/dev/null); rm -f "$OUT/fetch.log"  # goes into build.log below
 
 BENCH_TARGETS="epigemm_bench_gpu epigemm_epilogue_lab"
 [ "${TESTS_ONLY:-0}" = 1 ] && BENCH_TARGETS=""
@@ -80,6 +80,8 @@ if ! { cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEPIGEMM_WITH
   echo "BUILD FAILED (full log: $OUT/build.log)"
   exit 1
 fi
+{ echo "== scripts/fetch_cutlass.sh"; echo "$fetch_log"; cat "$OUT/build.log"; } > "$OUT/build.log.tmp" &&
+  mv "$OUT/build.log.tmp" "$OUT/build.log"
 grep -c -i 'warning' "$OUT/build.log" | sed 's/^/build warnings: /'
 TESTS=$BUILD/tests/epigemm_tests
 BENCH=$BUILD/bench/epigemm_bench_gpu
