@@ -2,8 +2,8 @@
 #include "core/context.hpp"
 
 #include <algorithm>
+#include <array>
 #include <sstream>
-#include <vector>
 
 #include "core/names.hpp"
 #include "core/validate.hpp"
@@ -50,21 +50,28 @@ Status Context::select(const GemmCall& call, Backend** chosen, std::string* reas
   // order), asked in that order: the first that supports the call runs it. The same choice as
   // asking every backend, without paying the support questions of the backends below the chosen
   // one on every call (CUTLASS's can_implement, a cuBLASLt plan lookup).
+  // A fixed array, not a vector: this runs on every AUTO call. The registry creates at most one
+  // backend per epigemm_backend_t value (backend_registry.cpp).
   struct Candidate {
     Backend* backend;
     int priority;
   };
-  std::vector<Candidate> candidates;
-  candidates.reserve(backends_.size());
+  constexpr size_t kMaxBackends = 8;
+  static_assert(EPIGEMM_BACKEND_CUTLASS < kMaxBackends, "one candidate slot per backend value");
+  std::array<Candidate, kMaxBackends> candidates{};
+  size_t count = 0;
   for (const auto& backend : backends_) {
-    if (backend->usable()) candidates.push_back(Candidate{backend.get(), backend->auto_priority(call)});
+    if (backend->usable() && count < kMaxBackends) {
+      candidates[count++] = Candidate{backend.get(), backend->auto_priority(call)};
+    }
   }
-  std::stable_sort(candidates.begin(), candidates.end(),
+  std::stable_sort(candidates.begin(), candidates.begin() + count,
                    [](const Candidate& x, const Candidate& y) { return x.priority > y.priority; });
   Backend* best = nullptr;
   int best_priority = 0;
   std::ostringstream declined;
-  for (const Candidate& candidate : candidates) {
+  for (size_t i = 0; i < count; ++i) {
+    const Candidate& candidate = candidates[i];
     const Support support = candidate.backend->supports(call);
     if (!support.supported) {
       declined << "; " << backend_name(candidate.backend->id()) << " declined (" << support.reason << ")";
