@@ -3,14 +3,15 @@
 # scikit-build-core and nanobind (no build isolation, all cores), installs it into a fresh venv
 # that sees the system's torch / numpy / pytest (--system-site-packages), runs the tests
 # (pytest -rs: the skip reasons printed), then python/bench/bench_mlp.py (epigemm.torch.MLP
-# against PyTorch eager and torch.compile, and the per-call Python overhead). Logs and the results
+# against PyTorch eager and torch.compile, and the per-call Python overhead) and
+# python/bench/profile_mlp.py (where the host time of the MLP step goes). Logs and the results
 # markdown go to $OUT (default ./python-gpu-out); a short table is printed last.
 #
 #   bash python/gpu_check.sh                      # device tool: run it from the repository root
 #   STEPS=build,test bash python/gpu_check.sh     # then STEPS=bench in a second call (the
 #                                                 # venv and wheel stay in build/python-gpu)
 #
-# Environment: STEPS (default build,test,bench), BENCH_ARGS (e.g. "--rounds 7 --no-compile"),
+# Environment: STEPS (default build,test,bench,profile), BENCH_ARGS (e.g. "--rounds 7 --no-compile"),
 # PYTEST_ARGS (e.g. "-k torch"), WORK (default build/python-gpu: venv, wheel, build folder).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +19,7 @@ ROOT=$PWD
 OUT=${OUT:-$ROOT/python-gpu-out}
 mkdir -p "$OUT"
 WORK=${WORK:-$ROOT/build/python-gpu}
-STEPS=${STEPS:-build,test,bench}
+STEPS=${STEPS:-build,test,bench,profile}
 mkdir -p "$WORK"
 has_step() { [[ ",$STEPS," == *",$1,"* ]]; }
 PYTHON=${PYTHON:-python3}
@@ -87,9 +88,18 @@ step "benchmark: python/bench/bench_mlp.py"
 BENCH_RC=$?
 fi
 
+PROFILE_RC=0
+if has_step profile; then
+step "host time of the MLP step: python/bench/profile_mlp.py"
+(cd "$WORK" && timeout 240 "$VPY" "$ROOT/python/bench/profile_mlp.py") > "$OUT/profile_mlp.log" 2>&1
+PROFILE_RC=$?
+grep -E "^## |^  (epigemm|PyTorch|the six)" "$OUT/profile_mlp.log"
+fi
+
 echo
-echo "results and logs in $OUT: device.txt build.log pytest.log bench_mlp.log python-mlp-*.md"
+echo "results and logs in $OUT: device.txt build.log pytest.log bench_mlp.log profile_mlp.log python-mlp-*.md"
 has_step test && echo "pytest: rc $PYTEST_RC, $(tail -1 "$OUT/pytest.log")"
 echo "bench:  rc $BENCH_RC"
+has_step profile && echo "profile: rc $PROFILE_RC"
 has_step bench && sed -n '/^One training step/,$p' "$OUT/bench_mlp.log"
-[ $PYTEST_RC -eq 0 ] && [ $BENCH_RC -eq 0 ]
+[ $PYTEST_RC -eq 0 ] && [ $BENCH_RC -eq 0 ] && [ $PROFILE_RC -eq 0 ]

@@ -126,13 +126,15 @@ def _run(ctx, method, lib, device, stream, args):
 
 
 def _shape(a):
+    # NumPy's shape is a tuple and PyTorch's a tuple subclass: used as they are (no copy: this
+    # runs on every allocating call).
     shape = getattr(a, "shape", None)
-    return () if shape is None else tuple(shape)
+    return () if shape is None else shape
 
 
 def _rows_shape(a, features):
     """[..., features] for an array [..., k] (the extension checks what the shapes mean)."""
-    return _shape(a)[:-1] + (features,)
+    return (*_shape(a)[:-1], features)
 
 
 def _dim(a, axis):
@@ -153,12 +155,14 @@ def linear_fprop(X, W, bias=None, *, activation=None, save_preact=True, out=None
     act = ACTIVATIONS.get(activation)
     if act is None:
         act = _activation_code(activation)
+    rows_shape = None
     if out is None:
-        out = lib.empty_like_rows(X, _rows_shape(X, _dim(W, 0)))
+        rows_shape = _rows_shape(X, _dim(W, 0))
+        out = lib.empty_like_rows(X, rows_shape)
     if act:
         # Without save_preact and preact_out the pre-activation is not written at all (ACT_BIAS).
         if preact_out is None and save_preact:
-            preact_out = lib.empty_like_rows(X, _rows_shape(X, _dim(W, 0)))
+            preact_out = lib.empty_like_rows(X, rows_shape or _rows_shape(X, _dim(W, 0)))
     elif preact_out is not None:
         raise invalid("preact_out is given with activation None; expected no pre-activation output")
     stream = _stream_of(lib, stream, device)
