@@ -1023,19 +1023,24 @@ int main(int argc, char** argv) {
             if (job.variant == "kernel" && is_largest_shape(s) && parts.activation != EPIGEMM_ACTIVATION_IDENTITY &&
                 parts.activation != EPIGEMM_ACTIVATION_GELU_TANH) {
               // The activation's kernel and the same op's gelu_tanh kernel timed in one interleaved
-              // loop on the same tensors (the activation comparison's pair): a ratio of two kernels
-              // measured minutes apart carries the clock's drift between them (PERF.md: interleave).
+              // loop (the activation comparison's pair): a ratio of two kernels measured minutes
+              // apart carries the clock's drift between them (PERF.md: interleave). The two read
+              // alternate tensor sets, 2 rep and 2 rep + 1, so that neither finds in L2 what the
+              // other has just read: each call meets its set as cold as in the rotation of `kernel`.
               const int64_t tanh_partials =
                   epigemm::cuda::row_partial_elements(tuning, job.op, EPIGEMM_ACTIVATION_GELU_TANH, a0.rows, a0.cols);
-              DeviceBuffer paired_partials(size_t(std::max<int64_t>(1, tanh_partials)) * 4);
-              auto launch_tanh = [&](int rep) {
-                TileArgs a = args_for(rep % sets);
+              DeviceBuffer paired_partials(size_t(std::max<int64_t>({1, partial_count, tanh_partials})) * 4);
+              auto launch_on_set = [&](epigemm_activation_t activation, int set) {
+                TileArgs a = args_for(set);
                 a.row_partials = static_cast<float*>(paired_partials.ptr);
-                const epigemm::Status launched = epigemm::cuda::launch_tile_kernel(
-                    tuning, job.op, EPIGEMM_ACTIVATION_GELU_TANH, a, sums, EPIGEMM_DTYPE_BF16, stream);
-                if (!launched.ok()) die("the " + ename + " kernel with gelu_tanh: " + launched.message());
+                const epigemm::Status launched =
+                    epigemm::cuda::launch_tile_kernel(tuning, job.op, activation, a, sums, EPIGEMM_DTYPE_BF16, stream);
+                if (!launched.ok()) die("the " + ename + " kernel (paired): " + launched.message());
               };
-              const std::vector<double> pair = interleaved_median_ms(timing, stream, {launch, launch_tanh});
+              const std::vector<double> pair = interleaved_median_ms(
+                  timing, stream,
+                  {[&](int rep) { launch_on_set(parts.activation, (2 * rep) % sets); },
+                   [&](int rep) { launch_on_set(EPIGEMM_ACTIVATION_GELU_TANH, (2 * rep + 1) % sets); }});
               rows.push_back({sname, pass_name(p), ename, aname, "kernel_paired", pair[0], pair[0] / pass_floor_ms,
                               bytes, bytes / (pair[0] * 1e-3) / 1e12, note + ", interleaved with gelu_tanh's",
                               cs.epilogue});
