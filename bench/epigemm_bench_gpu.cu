@@ -200,6 +200,37 @@ struct Shape {
 };
 const Shape kPublicShapes[] = {
     {8192, 4096, 16384}, {8192, 16384, 4096}, {4096, 1024, 4096}, {16384, 8192, 28672}, {2048, 768, 3072}};
+// The generalization set (PERF.md): layer shapes of transformer models outside the public five,
+// 256 to 16384 tokens, hidden sizes 768 to 16384, odd token counts and two feature counts whose
+// rows are not a multiple of 16 bytes. A rule derived from measurements (the dispatch table, a
+// tile choice) may be fitted to the public shapes and the `derive` part; the `heldout` part only
+// checks it (scripts/make_dispatch_table.py refuses its rows; the CSV's shape_set column says which
+// part a row is from).
+const Shape kDeriveShapes[] = {
+    {256, 768, 3072},     {512, 1024, 4096},   {1000, 768, 3072},   {1024, 2048, 8192},
+    {1536, 5120, 5120},   {2048, 2560, 10240}, {2048, 4096, 12288}, {3000, 1536, 6144},
+    {4096, 4096, 11008},  {4096, 11008, 4096}, {512, 8192, 8192},   {6144, 3072, 12288},
+    {8192, 5120, 13824},  {8192, 13824, 5120}, {12288, 2048, 8192}, {16384, 1024, 4096}};
+const Shape kHeldOutShapes[] = {
+    {384, 16384, 16384}, {768, 4096, 14336},   {1536, 2048, 5632},  {2500, 5120, 5120},
+    {3001, 1022, 4094},  {6144, 14336, 4096},  {12288, 3072, 8192}, {16384, 2048, 2048}};
+
+bool same_shape(const Shape& a, const Shape& b) { return a.tokens == b.tokens && a.in == b.in && a.out == b.out; }
+
+// "public", "derive", "heldout", or "other" for a shape given by --shapes T,I,O outside them.
+std::string shape_set(const Shape& s) {
+  for (const Shape& p : kPublicShapes) {
+    if (same_shape(p, s)) return "public";
+  }
+  for (const Shape& d : kDeriveShapes) {
+    if (same_shape(d, s)) return "derive";
+  }
+  for (const Shape& h : kHeldOutShapes) {
+    if (same_shape(h, s)) return "heldout";
+  }
+  return "other";
+}
+
 // The shapes whose epilogue tensors the kernels' targets are stated on (docs/dev/cuda_backend.md).
 bool is_largest_shape(const Shape& s) {
   return (s.tokens == 8192 && s.in == 4096 && s.out == 16384) || (s.tokens == 8192 && s.in == 16384 && s.out == 4096) ||
@@ -526,8 +557,76 @@ std::vector<epigemm_activation_t> parse_activations(const std::string& list) {
 
 }  // namespace
 
+// The dispatcher's acceptance numbers per shape set (public, derive, heldout, other), over every
+// epilogue case but DEFAULT: `auto` over the plain GEMM of its own loop (geometric mean; cases of
+// at least 2048 tokens over 1.05; smaller ones whose rows are multiples of 16 bytes over 1.10; the
+// others reported), over the fastest backend (over 1.03), and cuBLASLt's fused epilogue over auto
+// (geometric mean where cuBLASLt has the epilogue). A markdown table, one row per set.
+std::string dispatch_summary_by_shape_set(const std::vector<Row>& rows, std::map<std::string, const Row*>& by_key,
+                                          std::map<std::string, std::string>& set_of_shape) {
+  struct Tally {
+    int cases = 0, large = 0, large_over = 0, small_aligned = 0, small_over = 0, unaligned = 0, over_best = 0, lt_cases = 0;
+    double log_floor = 0, log_lt = 0, worst_large = 0, worst_small = 0, worst_unaligned = 0, worst_best = 0;
+  };
+  std::map<std::string, Tally> tallies;
+  for (const Row& r : rows) {
+    if (r.variant != "auto" || r.epilogue == "DEFAULT" || std::isnan(r.ratio_to_floor)) continue;
+    long long tokens = 0, in = 0, out = 0;
+    if (std::sscanf(r.shape.c_str(), "%lld,%lld,%lld", &tokens, &in, &out) != 3) continue;
+    const std::string key = r.shape + "|" + r.pass + "|" + r.epilogue + "|";
+    auto ms_of = [&](const char* variant) { return by_key.count(key + variant) ? by_key[key + variant]->ms : NAN; };
+    double best = ms_of("cuda");
+    for (const double other : {ms_of("cublaslt"), ms_of("cutlass")}) {
+      if (!std::isnan(other)) best = std::min(best, other);
+    }
+    Tally& t = tallies[set_of_shape[r.shape]];
+    const double x = r.ratio_to_floor;
+    ++t.cases;
+    t.log_floor += std::log(x);
+    // bf16 rows of in and out features: every operand's leading dimension is one of the two.
+    const bool aligned = (in * 2) % 16 == 0 && (out * 2) % 16 == 0;
+    if (!aligned) {
+      ++t.unaligned;
+      t.worst_unaligned = std::max(t.worst_unaligned, x);
+    } else if (tokens >= 2048) {
+      ++t.large;
+      t.large_over += x > 1.05 ? 1 : 0;
+      t.worst_large = std::max(t.worst_large, x);
+    } else {
+      ++t.small_aligned;
+      t.small_over += x > 1.10 ? 1 : 0;
+      t.worst_small = std::max(t.worst_small, x);
+    }
+    const double over_best = r.ms / best;
+    t.over_best += over_best > 1.03 ? 1 : 0;
+    t.worst_best = std::max(t.worst_best, over_best);
+    const double lt = ms_of("lt_fused");
+    if (!std::isnan(lt)) {
+      t.log_lt += std::log(lt / r.ms);
+      ++t.lt_cases;
+    }
+  }
+  std::ostringstream o;
+  o << "Per shape set (targets: auto / plain GEMM geometric mean <= 1.03; at least 2048 tokens: every case <= 1.05; "
+       "fewer tokens, rows multiples of 16 bytes: every case <= 1.10; others reported; cuBLASLt fused / auto "
+       "geometric mean >= 1.06; auto / best <= 1.03 on every case of the held-out part):\n\n"
+    << "| shape set | epilogue cases | auto / plain GEMM, geomean | >= 2048 tokens: over 1.05 (worst) | "
+       "< 2048 tokens, aligned: over 1.10 (worst) | rows not 16-byte multiples (worst) | "
+       "cuBLASLt fused / auto, geomean (cases) | auto / best over 1.03 (worst) |\n"
+    << "|---|---|---|---|---|---|---|---|\n";
+  for (const auto& [name, t] : tallies) {
+    o << "| " << name << " | " << t.cases << " | " << fmt(std::exp(t.log_floor / t.cases)) << " | " << t.large_over
+      << " of " << t.large << " (" << fmt(t.worst_large) << ") | " << t.small_over << " of " << t.small_aligned << " ("
+      << fmt(t.worst_small) << ") | " << t.unaligned << " (" << fmt(t.worst_unaligned) << ") | "
+      << fmt(t.lt_cases ? std::exp(t.log_lt / t.lt_cases) : NAN) << " (" << t.lt_cases << ") | " << t.over_best
+      << " of " << t.cases << " (" << fmt(t.worst_best) << ") |\n";
+  }
+  return o.str();
+}
+
 constexpr char kUsage[] =
-    "usage: epigemm_bench_gpu [--out DIR] [--reps N] [--warmup N] [--shapes all|small|T,I,O;...]\n"
+    "usage: epigemm_bench_gpu [--out DIR] [--reps N] [--warmup N]\n"
+    "                         [--shapes all|small|derive|heldout|generalization|T,I,O;...]\n"
     "                         [--passes fprop,dgrad,wgrad] [--dtype bf16]\n"
     "                         [--activations all|identity,gelu_tanh,gelu_erf,relu,silu]";
 
@@ -547,7 +646,7 @@ int main(int argc, char** argv) {
     if (arg == "--out") out_dir = value();
     else if (arg == "--reps") timing.reps = std::max(1, std::atoi(value().c_str()));
     else if (arg == "--warmup") timing.warmup = std::max(0, std::atoi(value().c_str()));
-    else if (arg == "--shapes") which = value();  // all | small | tok,in,out[;tok,in,out...]
+    else if (arg == "--shapes") which = value();  // all | small | derive | heldout | generalization | T,I,O;...
     else if (arg == "--passes") passes_arg = value();  // e.g. fprop,wgrad
     else if (arg == "--activations") activations_arg = value();  // e.g. gelu_tanh,silu | all
     else if (arg == "--dtype") {
@@ -628,9 +727,17 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
 
   std::map<std::string, std::array<int64_t, 3>> gemm_dims_of;  // shape|pass -> gemm_m, gemm_n, gemm_k
+  std::map<std::string, std::string> set_of_shape;               // shape -> shape_set()
   std::vector<Shape> shapes(std::begin(kPublicShapes), std::end(kPublicShapes));
   if (which == "small") shapes = {kPublicShapes[2], kPublicShapes[4]};
-  if (which != "all" && which != "small") {  // explicit "tokens,in,out;tokens,in,out"
+  if (which == "derive" || which == "generalization") shapes.assign(std::begin(kDeriveShapes), std::end(kDeriveShapes));
+  if (which == "heldout") shapes.clear();
+  if (which == "heldout" || which == "generalization") {
+    shapes.insert(shapes.end(), std::begin(kHeldOutShapes), std::end(kHeldOutShapes));
+  }
+  const bool named_set = which == "all" || which == "small" || which == "derive" || which == "heldout" ||
+                         which == "generalization";
+  if (!named_set) {  // explicit "tokens,in,out;tokens,in,out"
     shapes.clear();
     std::stringstream list(which);
     std::string item;
@@ -682,6 +789,7 @@ int main(int argc, char** argv) {
     }
     DeviceBuffer cublas_ws(kLtWorkspace), lt_ws(kLtWorkspace);
     const std::string sname = shape_name(s);
+    set_of_shape[sname] = shape_set(s);
     std::printf("shape %s: %d rotation set(s) of %.0f MB\n", sname.c_str(), sets, double(set_bytes) / 1e6);
     std::fflush(stdout);
 
@@ -1070,7 +1178,8 @@ int main(int argc, char** argv) {
   const std::string csv_path = out_dir + "/bench_gpu.csv";
   std::ofstream csv(csv_path);
   csv << "# " << header.str() << "; copy " << fmt(copy_tbps) << " TB/s\n";
-  csv << "shape,pass,gemm_m,gemm_n,gemm_k,epilogue,activation,variant,ms,ratio_to_floor,bytes,bandwidth_tbps_or_tflops,fraction_of_copy,note\n";
+  csv << "shape,pass,gemm_m,gemm_n,gemm_k,epilogue,activation,variant,ms,ratio_to_floor,bytes,bandwidth_tbps_or_tflops,"
+         "fraction_of_copy,note,shape_set\n";
   for (const Row& r : rows) {
     const bool kernel = r.variant.rfind("kernel", 0) == 0;
     const std::array<int64_t, 3> dims = gemm_dims_of[r.shape + "|" + r.pass];
@@ -1079,7 +1188,8 @@ int main(int argc, char** argv) {
     csv << '"' << r.shape << "\"," << r.pass << "," << dims[0] << "," << dims[1] << "," << dims[2] << "," << r.epilogue
         << "," << r.activation << "," << r.variant << "," << fmt(r.ms, 5) << "," << fmt(r.ratio_to_floor, 4) << ","
         << fmt(r.bytes, 0) << "," << fmt(r.bandwidth, 3) << ","
-        << (kernel ? fmt(r.bandwidth / copy_tbps, 3) : std::string("")) << "," << note << "\n";
+        << (kernel ? fmt(r.bandwidth / copy_tbps, 3) : std::string("")) << "," << note << ","
+        << set_of_shape[r.shape] << "\n";
   }
 
   std::ostringstream md;
@@ -1231,6 +1341,9 @@ int main(int argc, char** argv) {
   dmd << "\nOver the " << cases << " epilogue cases cuBLASLt has: geometric mean of (cuBLASLt fused / auto) = "
       << fmt(geomean) << " (target >= 1.04); over all " << auto_cases << ": worst auto / best = " << fmt(worst_auto)
       << " (target <= 1.03).\n";
+  const std::string summary = dispatch_summary_by_shape_set(rows, by_key, set_of_shape);
+  dmd << "\n" << summary;
+  std::printf("%s", summary.c_str());
   std::ofstream(out_dir + "/bench_dispatch.md") << dmd.str();
   std::printf("dispatch over %d epilogue cases cuBLASLt has: geomean lt_fused/auto %s (target >= 1.04); over all %d: "
               "worst auto/best %s (target <= 1.03)\n",

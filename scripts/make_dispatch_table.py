@@ -5,7 +5,9 @@ For every measured epilogue case (shape, pass, epilogue, activation; DEFAULT exc
 backends run the same GEMM) the row says whether cuBLASLt's fused epilogue was faster than the
 `cuda` backend. The time of the library's `cublaslt` backend is used when the CSV has it,
 otherwise cuBLASLt's fused epilogue called directly (`lt_fused`), which is the same cublasLtMatmul
-call. Cases cuBLASLt cannot run (no time for either) get no row: AUTO runs them on `cuda`.
+call. Cases cuBLASLt cannot run (no time for either) get no row: AUTO runs them on `cuda`. Rows
+of the generalization set's held-out part (the CSV's `shape_set` column is `heldout`) are left
+out: they check the table, they never shape it.
 AUTO then picks, for a call, the measured case of its epilogue, activation and dtype nearest in
 size (src/backends/cublaslt/cublaslt_preference.cpp).
 
@@ -59,6 +61,10 @@ def main():
 
     times = {}
     dims = {}
+    held_out = sum(1 for r in rows if r.get("shape_set") == "heldout")
+    if held_out:
+        print(f"{args.csv_path}: {held_out} rows of the held-out shapes left out", file=sys.stderr)
+        rows = [r for r in rows if r.get("shape_set") != "heldout"]
     for r in rows:
         case = epilogue_and_activation(r)
         if case is None or case[0] == "DEFAULT" or r["ms"] in ("", "n/a"):

@@ -80,7 +80,10 @@ struct Timing {
 
 // Median milliseconds of each fn over t.reps rounds; in every round each fn runs once, in turn,
 // between its own two events. Interleaving puts every variant under the same clocks and
-// temperature, so their ratios do not drift with the card's state during the run.
+// temperature, so their ratios do not drift with the card's state during the run. Round i starts
+// at fn i mod n (the order rotates): a call meets what the call before it left in L2 (inputs it
+// read, dirty lines it has not written back), and on shapes whose tensors fit in the 60 MB L2
+// that is worth up to a fifth of a kernel's time, so no fn may always follow the same one.
 // before (optional) runs ahead of each timed call, outside its events.
 inline std::vector<double> interleaved_median_ms(const Timing& t, cudaStream_t stream,
                                                  const std::vector<std::function<void(int)>>& fns,
@@ -92,7 +95,8 @@ inline std::vector<double> interleaved_median_ms(const Timing& t, cudaStream_t s
   std::vector<cudaEvent_t> events(2 * n * size_t(t.reps));
   for (auto& e : events) EPIGEMM_BENCH_CUDA_OK(cudaEventCreate(&e));
   for (int i = 0; i < t.reps; ++i) {
-    for (size_t v = 0; v < n; ++v) {
+    for (size_t step = 0; step < n; ++step) {
+      const size_t v = (size_t(i) + step) % n;
       if (before) before();
       EPIGEMM_BENCH_CUDA_OK(cudaEventRecord(events[2 * (size_t(i) * n + v)], stream));
       fns[v](t.warmup + i);
