@@ -224,10 +224,11 @@ class CutlassBackend final : public Backend {
   Support supports(const GemmCall& call) const override;
   size_t workspace_bytes(const GemmCall& call) const override;
   Status run(const GemmCall& call) override;
-  // "CUTLASS 4.2.0 sm90 kernels on device 0: NVIDIA H200, compute capability 9.0".
+  // "CUTLASS 4.2.0 sm90 kernels on device 0: NVIDIA H200, compute capability 9.0" (the version
+  // of the headers it was built with, from their cutlass/version.h: CMakeLists.txt).
   std::string description() const override {
     if (!usable_) return "not usable here: " + why_not_usable_;
-    return "CUTLASS 4.2.0 sm90 kernels on " + device_text_;
+    return std::string("CUTLASS ") + EPIGEMM_CUTLASS_VERSION + " sm90 kernels on " + device_text_;
   }
 
  private:
