@@ -200,7 +200,7 @@ struct Shape {
 };
 const Shape kPublicShapes[] = {
     {8192, 4096, 16384}, {8192, 16384, 4096}, {4096, 1024, 4096}, {16384, 8192, 28672}, {2048, 768, 3072}};
-// The generalization set (PERF.md): layer shapes of transformer models outside the public five,
+// The generalization set: layer shapes of transformer models outside the public five,
 // 256 to 16384 tokens, hidden sizes 768 to 16384, odd token counts and two feature counts whose
 // rows are not a multiple of 16 bytes. A rule derived from measurements (the dispatch table, a
 // tile choice) may be fitted to the public shapes and the `derive` part; the `heldout` part only
@@ -1132,14 +1132,15 @@ int main(int argc, char** argv) {
                 parts.activation != EPIGEMM_ACTIVATION_GELU_TANH) {
               // The activation's kernel and the same op's gelu_tanh kernel timed in one interleaved
               // loop (the activation comparison's pair): a ratio of two kernels measured minutes
-              // apart carries the clock's drift between them (PERF.md: interleave). The two read
-              // alternate tensor sets, 2 rep and 2 rep + 1, so that neither finds in L2 what the
-              // other has just read: each call meets its set as cold as in the rotation of `kernel`.
+              // apart carries the clock's drift between them. Each call runs after an L2 clean
+              // (read_to_clean_l2, outside its events): these shapes have a single tensor set, so
+              // without it the second kernel of a round would find in L2 part of what the first
+              // had just read (acc is 128 MB on 8192,16384,4096), and alternating sets cannot help.
               const int64_t tanh_partials =
                   epigemm::cuda::row_partial_elements(tuning, job.op, EPIGEMM_ACTIVATION_GELU_TANH, a0.rows, a0.cols);
               DeviceBuffer paired_partials(size_t(std::max<int64_t>({1, partial_count, tanh_partials})) * 4);
-              auto launch_on_set = [&](epigemm_activation_t activation, int set) {
-                TileArgs a = args_for(set);
+              auto launch_with = [&](epigemm_activation_t activation, int rep) {
+                TileArgs a = args_for(rep % sets);
                 a.row_partials = static_cast<float*>(paired_partials.ptr);
                 const epigemm::Status launched =
                     epigemm::cuda::launch_tile_kernel(tuning, job.op, activation, a, sums, EPIGEMM_DTYPE_BF16, stream);
@@ -1147,14 +1148,16 @@ int main(int argc, char** argv) {
               };
               const std::vector<double> pair = interleaved_median_ms(
                   timing, stream,
-                  {[&](int rep) { launch_on_set(parts.activation, (2 * rep) % sets); },
-                   [&](int rep) { launch_on_set(EPIGEMM_ACTIVATION_GELU_TANH, (2 * rep + 1) % sets); }});
+                  {[&](int rep) { launch_with(parts.activation, rep); },
+                   [&](int rep) { launch_with(EPIGEMM_ACTIVATION_GELU_TANH, rep); }},
+                  clean_l2);
               rows.push_back({sname, pass_name(p), ename, aname, "kernel_paired", pair[0], pair[0] / pass_floor_ms,
-                              bytes, bytes / (pair[0] * 1e-3) / 1e12, note + ", interleaved with gelu_tanh's",
+                              bytes, bytes / (pair[0] * 1e-3) / 1e12,
+                              note + ", interleaved with gelu_tanh's, after an L2 clean",
                               cs.epilogue});
               rows.push_back({sname, pass_name(p), ename, aname, "kernel_paired_gelu_tanh", pair[1],
                               pair[1] / pass_floor_ms, bytes, bytes / (pair[1] * 1e-3) / 1e12,
-                              note + ", gelu_tanh's kernel interleaved with this one", cs.epilogue});
+                              note + ", gelu_tanh's kernel interleaved with this one, after an L2 clean", cs.epilogue});
             }
           }
         }
@@ -1252,10 +1255,11 @@ int main(int argc, char** argv) {
   }
   md << "\n## Activations: each kernel against gelu_tanh's (three largest shapes)\n\n"
      << "Fraction of copy bandwidth of the kernel alone; `ratio` = activation / gelu_tanh, same op and "
-        "tensors, the two kernels timed in one interleaved loop (medians); within 5% = ratio >= 0.95.\n\n"
+        "tensors, the two kernels timed in one interleaved loop, each call after an L2 clean (medians); within "
+        "5% = ratio >= 0.95.\n\n"
      << "| shape (tok,in,out) | pass | op | activation | of copy | gelu_tanh of copy | ratio | within 5% |\n"
      << "|---|---|---|---|---|---|---|---|\n";
-  // "yes" / "no", or "n/a" where gelu_tanh was not run (--activations without it).
+  // "yes" / "no" ("n/a" if a pair's gelu_tanh row were missing).
   auto within_5_percent = [](const ActivationRow& a) -> std::string {
     const double ratio = a.fraction / a.tanh_fraction;
     return std::isnan(ratio) ? "n/a" : ratio >= 0.95 ? "yes" : "no";
@@ -1339,13 +1343,13 @@ int main(int argc, char** argv) {
   }
   const double geomean = cases ? std::exp(log_sum / cases) : NAN;
   dmd << "\nOver the " << cases << " epilogue cases cuBLASLt has: geometric mean of (cuBLASLt fused / auto) = "
-      << fmt(geomean) << " (target >= 1.04); over all " << auto_cases << ": worst auto / best = " << fmt(worst_auto)
+      << fmt(geomean) << " (target >= 1.06); over all " << auto_cases << ": worst auto / best = " << fmt(worst_auto)
       << " (target <= 1.03).\n";
   const std::string summary = dispatch_summary_by_shape_set(rows, by_key, set_of_shape);
   dmd << "\n" << summary;
   std::printf("%s", summary.c_str());
   std::ofstream(out_dir + "/bench_dispatch.md") << dmd.str();
-  std::printf("dispatch over %d epilogue cases cuBLASLt has: geomean lt_fused/auto %s (target >= 1.04); over all %d: "
+  std::printf("dispatch over %d epilogue cases cuBLASLt has: geomean lt_fused/auto %s (target >= 1.06); over all %d: "
               "worst auto/best %s (target <= 1.03)\n",
               cases, fmt(geomean).c_str(), auto_cases, fmt(worst_auto).c_str());
 

@@ -8,7 +8,7 @@
 # markdown go to $OUT (default ./python-gpu-out); a short table is printed last.
 #
 #   bash python/gpu_check.sh                      # device tool: run it from the repository root
-#   STEPS=build,test bash python/gpu_check.sh     # then STEPS=bench in a second call (the
+#   STEPS=build,test bash python/gpu_check.sh     # then STEPS=bench,profile in a second call (the
 #                                                 # venv and wheel stay in build/python-gpu)
 #
 # Environment: STEPS (default build,test,bench,profile), BENCH_ARGS (e.g. "--rounds 7 --no-compile"),

@@ -81,10 +81,12 @@ struct Timing {
 // Median milliseconds of each fn over t.reps rounds; in every round each fn runs once, in turn,
 // between its own two events. Interleaving puts every variant under the same clocks and
 // temperature, so their ratios do not drift with the card's state during the run. Round i starts
-// at fn i mod n (the order rotates): a call meets what the call before it left in L2 (inputs it
-// read, dirty lines it has not written back), and on shapes whose tensors fit in the 60 MB L2
-// that is worth up to a fifth of a kernel's time, so no fn may always follow the same one.
-// before (optional) runs ahead of each timed call, outside its events.
+// at fn i mod n (the order rotates), and the rounds are t.reps rounded up to a multiple of n, so
+// every fn runs in every position equally often: a call meets what the call before it left in L2
+// (inputs it read, dirty lines it has not written back), and on shapes whose tensors fit in the
+// 60 MB L2 that is worth up to a fifth of a kernel's time; no fn may always follow the same one,
+// nor sit first more often than another. before (optional) runs ahead of each timed call, outside
+// its events.
 inline std::vector<double> interleaved_median_ms(const Timing& t, cudaStream_t stream,
                                                  const std::vector<std::function<void(int)>>& fns,
                                                  const std::function<void()>& before = nullptr) {
@@ -92,9 +94,10 @@ inline std::vector<double> interleaved_median_ms(const Timing& t, cudaStream_t s
     for (const auto& fn : fns) fn(i);
   }
   const size_t n = fns.size();
-  std::vector<cudaEvent_t> events(2 * n * size_t(t.reps));
+  const int reps = n == 0 ? 0 : int((size_t(t.reps) + n - 1) / n * n);
+  std::vector<cudaEvent_t> events(2 * n * size_t(reps));
   for (auto& e : events) EPIGEMM_BENCH_CUDA_OK(cudaEventCreate(&e));
-  for (int i = 0; i < t.reps; ++i) {
+  for (int i = 0; i < reps; ++i) {
     for (size_t step = 0; step < n; ++step) {
       const size_t v = (size_t(i) + step) % n;
       if (before) before();
@@ -106,15 +109,18 @@ inline std::vector<double> interleaved_median_ms(const Timing& t, cudaStream_t s
   EPIGEMM_BENCH_CUDA_OK(cudaStreamSynchronize(stream));
   std::vector<double> medians(n);
   for (size_t v = 0; v < n; ++v) {
-    std::vector<double> ms(static_cast<size_t>(t.reps));
-    for (int i = 0; i < t.reps; ++i) {
+    std::vector<double> ms(static_cast<size_t>(reps));
+    for (int i = 0; i < reps; ++i) {
       float value = 0;
       EPIGEMM_BENCH_CUDA_OK(
           cudaEventElapsedTime(&value, events[2 * (size_t(i) * n + v)], events[2 * (size_t(i) * n + v) + 1]));
       ms[size_t(i)] = value;
     }
+    // The median; of an even count, the mean of the two middle values (an even count is the
+    // rule with the rotation, and taking one of the two would pick a side of a two-mode sample).
     std::sort(ms.begin(), ms.end());
-    medians[v] = ms[ms.size() / 2];
+    const size_t half = ms.size() / 2;
+    medians[v] = ms.size() % 2 == 1 ? ms[half] : 0.5 * (ms[half - 1] + ms[half]);
   }
   for (auto& e : events) cudaEventDestroy(e);
   return medians;
