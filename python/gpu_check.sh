@@ -67,7 +67,8 @@ if has_step build; then
     echo "module exports $(nm -D --defined-only "$module" | wc -l) symbols: $(nm -D --defined-only "$module" | awk '{print $3}' | head -5 | tr '\n' ' ')"
   fi
 fi
-(cd "$WORK" && "$VPY" -c 'import epigemm; print("epigemm", epigemm.__version__, "with CUDA:", epigemm.with_cuda)') || {
+(cd "$WORK" && "$VPY" -c 'import epigemm; print("epigemm", epigemm.__version__, "with CUDA:", epigemm.with_cuda)
+import epigemm.torch as et; print("C++ PyTorch operators used:", et.cpp_operators())') || {
   echo "epigemm is not installed in $VPY: run the build step"; exit 1; }
 
 PYTEST_RC=0

@@ -13,12 +13,15 @@
 Both are torch.library custom operators (epigemm::linear, epigemm::mlp, epigemm::linear_dgrad,
 epigemm::linear_wgrad) with fake implementations and registered autograd formulas, so
 torch.compile traces them without a graph break. In eager mode on plain tensors the same
-computations and backward formulas run in plain autograd Functions, without the operators'
-dispatch cost. Inputs that are not contiguous are copied to
+computations and backward formulas run without the custom operators' Python dispatch: as
+PyTorch operators written in C++ (torch.ops.epigemm_cpp.linear / .mlp, whose backward is a C++
+autograd node) where the package was built against the installed torch, else in plain Python
+autograd Functions (cpp_operators() says which). Inputs that are not contiguous are copied to
 contiguous ones first. dtypes float32, float16 and bfloat16 on the CPU and on CUDA devices; the
 input, weights and biases of one call have one dtype (no autocast).
 """
 
+import os
 from typing import Optional, Tuple
 
 import torch
@@ -27,7 +30,7 @@ from torch import Tensor, nn
 from . import _arrays, _ops
 from ._errors import invalid
 
-__all__ = ["Linear", "MLP", "mlp", "linear"]
+__all__ = ["Linear", "MLP", "mlp", "linear", "cpp_operators"]
 
 _arrays.torch_adapter()  # the extension reads torch tensors from here on
 
@@ -225,6 +228,32 @@ class _MLPFunction(torch.autograd.Function):
 _PLAIN_TENSORS = (torch.Tensor, nn.Parameter)
 
 
+def _load_cpp_operators():
+    """Loads the C++ operators (python/src/torch_ops.cpp) when the package holds them, built
+    against this torch; EPIGEMM_TORCH_CPP_OPS=0 in the environment leaves them unloaded. Returns
+    why they are not used ("" when they are)."""
+    if os.environ.get("EPIGEMM_TORCH_CPP_OPS", "1") == "0":
+        return "EPIGEMM_TORCH_CPP_OPS=0"
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(here, "_epigemm_torch_ops.so")
+    if not os.path.exists(path):
+        return "not built (the package was built without torch's headers: pip install --no-build-isolation)"
+    try:
+        torch.ops.load_library(path)
+    except (OSError, RuntimeError) as error:  # built against another torch
+        return f"{path} did not load: {error}"
+    return ""
+
+
+_CPP_OPERATORS_ABSENT = _load_cpp_operators()
+
+
+def cpp_operators():
+    """(True, "") when eager calls run epigemm's C++ operators (torch.ops.epigemm_cpp), else
+    (False, why not)."""
+    return (not _CPP_OPERATORS_ABSENT, _CPP_OPERATORS_ABSENT)
+
+
 def _eager(*tensors) -> bool:
     """Whether this call runs eagerly on plain tensors: not under torch.compile / export (which
     must see the custom operators), not traced, no tensor subclass (fake, functional, DTensor)."""
@@ -260,7 +289,14 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
     """F.linear on epigemm: x [..., in], weight [out, in], bias [out] -> [..., out]."""
     rows = _rows(x, weight.shape[1], "x")
     if _eager(rows, weight, bias):
-        y = _LinearFunction.apply(rows, weight, bias)
+        y = None
+        if not _CPP_OPERATORS_ABSENT:
+            try:
+                y = torch.ops.epigemm_cpp.linear(rows, weight, bias)
+            except RuntimeError:
+                pass  # the Python Function below refuses it with epigemm's exception and message
+        if y is None:
+            y = _LinearFunction.apply(rows, weight, bias)
     else:
         y = torch.ops.epigemm.linear(rows, weight, bias)
     return _unrows(y, x, weight.shape[0])
@@ -273,7 +309,14 @@ def mlp(x: Tensor, w1: Tensor, b1: Optional[Tensor], w2: Tensor, b2: Optional[Te
     rows = _rows(x, w1.shape[1], "x")
     act = "identity" if activation is None else activation
     if _eager(rows, w1, b1, w2, b2):
-        y, _, _ = _MLPFunction.apply(rows, w1, b1, w2, b2, act)
+        y = None
+        if not _CPP_OPERATORS_ABSENT:
+            try:
+                y = torch.ops.epigemm_cpp.mlp(rows, w1, b1, w2, b2, act)
+            except RuntimeError:
+                pass  # the Python Function below refuses it with epigemm's exception and message
+        if y is None:
+            y, _, _ = _MLPFunction.apply(rows, w1, b1, w2, b2, act)
     else:
         y, _, _ = torch.ops.epigemm.mlp(rows, w1, b1, w2, b2, act)
     return _unrows(y, x, w2.shape[0])

@@ -308,3 +308,71 @@ def test_eager_functions_and_operators_agree_bitwise(device):
     through_operators = [y.detach(), xo.grad] + [p.grad for p in model.parameters()]
     for a, b in zip(eager, through_operators):
         assert torch.equal(a, b)
+
+
+def producer(y):
+    """The autograd node that computed y, through the view that restores leading dimensions."""
+    node = y.grad_fn
+    while type(node).__name__ in ("ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0"):
+        node = node.next_functions[0][0]
+    return type(node).__name__
+
+
+def cpp_operators_only():
+    built, why_not = et.cpp_operators()
+    if not built:
+        pytest.skip(f"epigemm's C++ PyTorch operators are not used here: {why_not}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("activation", ["gelu_tanh", "relu", None])
+@pytest.mark.parametrize("bias", [True, False])
+def test_cpp_operators_and_python_functions_agree_bitwise(device, activation, bias):
+    """Where the package was built against this torch, eager Linear and MLP calls run the C++
+    operators (a C++ autograd node, no Python in the backward); they call the same C functions in
+    the same order as the Python autograd Functions, so both give bitwise the same results."""
+    cpp_operators_only()
+    torch.manual_seed(10)
+    model = et.MLP(12, 20, 7, activation=activation, bias=bias, device=device)
+    x = torch.randn(3, 9, 12, device=device)  # leading dimensions flattened into rows
+    grad = torch.randn(3, 9, 7, device=device)
+    x1 = x.clone().requires_grad_()
+    y = model(x1)
+    assert producer(y) == "CppFunction"
+    y.backward(grad)
+    cpp = [y.detach(), x1.grad] + [p.grad for p in model.parameters()]
+    model.zero_grad()
+    x2 = x.reshape(-1, 12).clone().requires_grad_()
+    act = "identity" if activation is None else activation
+    fc1, fc2 = model.fc1, model.fc2
+    y2, _, _ = et._MLPFunction.apply(x2, fc1.weight, fc1.bias, fc2.weight, fc2.bias, act)
+    assert producer(y2) == "_MLPFunctionBackward"
+    y2.backward(grad.reshape(-1, 7))
+    python = [y2.detach().reshape(3, 9, 7), x2.grad.reshape(3, 9, 12)] + [p.grad for p in model.parameters()]
+    for a, b in zip(cpp, python):
+        assert torch.equal(a, b)
+
+    linear = et.Linear(12, 5, bias=bias, device=device)
+    x3 = x.clone().requires_grad_()
+    z = linear(x3)
+    assert producer(z) == "CppFunction"
+    z.sum().backward()
+    cpp = [z.detach(), x3.grad] + [p.grad for p in linear.parameters()]
+    linear.zero_grad()
+    x4 = x.reshape(-1, 12).clone().requires_grad_()
+    z2 = et._LinearFunction.apply(x4, linear.weight, linear.bias)
+    z2.sum().backward()
+    python = [z2.detach().reshape(3, 9, 5), x4.grad.reshape(3, 9, 12)] + [p.grad for p in linear.parameters()]
+    for a, b in zip(cpp, python):
+        assert torch.equal(a, b)
+
+
+def test_cpp_operators_refuse_what_the_python_path_refuses():
+    """A call the C++ operators cannot run (here float64) goes to the Python Function, which
+    raises epigemm's exception with the library's message, and nothing is left half done."""
+    cpp_operators_only()
+    with pytest.raises(epigemm.InvalidValueError, match="has dtype torch.float64; expected float32"):
+        et.MLP(4, 8).double()(torch.randn(2, 4, dtype=torch.float64))
+    with pytest.raises(RuntimeError, match="has dtype Double; expected float32"):
+        torch.ops.epigemm_cpp.mlp(torch.randn(2, 4, dtype=torch.float64), torch.randn(8, 4, dtype=torch.float64),
+                                  None, torch.randn(4, 8, dtype=torch.float64), None, "gelu_tanh")

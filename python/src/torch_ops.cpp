@@ -1,0 +1,345 @@
+// torch.ops.epigemm_cpp.linear and torch.ops.epigemm_cpp.mlp: the computations and backward
+// formulas of python/epigemm/torch.py's eager path as PyTorch operators written in C++, so that a
+// training step runs no Python in its backward and dispatches once per layer (or per MLP) in its
+// forward (docs/dev/python-package.md, "The MLP step's host time"). Built into the package beside
+// the nanobind module when torch's headers are found at configure time (pip install
+// --no-build-isolation with torch installed); epigemm.torch uses it for eager calls on plain
+// tensors when it is there, and the Python autograd Functions otherwise.
+//
+// Shapes (row-major, as the layer-level C API takes them):
+//   linear(x [tokens, in], weight [out, in], bias [out]?) -> y [tokens, out]
+//   mlp(x [tokens, in], w1 [hidden, in], b1 [hidden]?, w2 [out, hidden], b2 [out]?, activation)
+//       -> y [tokens, out]; pre = x w1^T + b1 and h = act(pre) are saved for the backward.
+// The callers (epigemm/torch.py) pass 2-D contiguous tensors of one dtype (fp32, fp16, bf16) on one
+// device; anything else is refused here with the reason, as a RuntimeError.
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "epigemm/epigemm.h"
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+epigemm_dtype_t dtype_of(const at::Tensor& t, const char* name) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return EPIGEMM_DTYPE_F32;
+    case at::kHalf: return EPIGEMM_DTYPE_F16;
+    case at::kBFloat16: return EPIGEMM_DTYPE_BF16;
+    default: break;
+  }
+  TORCH_CHECK(false, "epigemm: ", name, " has dtype ", t.scalar_type(), "; expected float32, float16 or bfloat16");
+}
+
+epigemm_memory_t memory_of(const at::Tensor& t) {
+  return t.is_cuda() ? EPIGEMM_MEMORY_DEVICE : EPIGEMM_MEMORY_HOST;
+}
+
+// A 2-D tensor with unit column stride as the C API's row-major tensor.
+epigemm_tensor_t rows_of(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.dim() == 2 && (t.stride(1) == 1 || t.size(1) <= 1), "epigemm: ", name, " has shape ", t.sizes(),
+              " and strides ", t.strides(), "; expected a 2-d tensor with contiguous rows");
+  return epigemm_tensor_t{t.data_ptr(), dtype_of(t, name), t.size(0), t.size(1),
+                          t.size(1) <= 1 ? std::max<int64_t>(t.size(1), 1) : t.stride(0), memory_of(t)};
+}
+
+epigemm_vector_t vector_of(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.dim() == 1 && (t.stride(0) == 1 || t.size(0) <= 1), "epigemm: ", name, " has shape ", t.sizes(),
+              "; expected a contiguous vector");
+  return epigemm_vector_t{t.data_ptr(), dtype_of(t, name), t.size(0), memory_of(t)};
+}
+
+// This thread's context for a device (-1: the host), and the workspace it last needed, per
+// (device, stream): the C API's contexts serve one thread at a time, and a workspace allocated
+// on a stream by the caching allocator is reused only in that stream's order.
+struct ThreadState {
+  struct Context {
+    epigemm_context_t handle = nullptr;
+    ~Context() { epigemm_context_destroy(handle); }
+  };
+  std::map<int, std::unique_ptr<Context>> contexts;
+  std::map<std::pair<int, void*>, at::Tensor> workspaces;
+  // epigemm_linear_workspace_size's answers: (device, tokens, in, out, dtype) -> bytes.
+  std::map<std::tuple<int, int64_t, int64_t, int64_t, int>, size_t> workspace_sizes;
+};
+
+ThreadState& thread_state() {
+  thread_local ThreadState state;
+  return state;
+}
+
+// What one call needs: the context of the tensors' device, its current stream and a workspace of
+// at least the bytes the call may use.
+struct CallSite {
+  epigemm_context_t ctx = nullptr;
+  void* stream = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+
+CallSite call_site(const at::Tensor& like, int64_t tokens, int64_t in_features, int64_t out_features) {
+  ThreadState& state = thread_state();
+  const int device = like.is_cuda() ? like.get_device() : -1;
+  // The C API creates a context's GPU state on the current device.
+  const c10::OptionalDeviceGuard guard(like.is_cuda() ? c10::optional<c10::Device>(like.device()) : c10::nullopt);
+  std::unique_ptr<ThreadState::Context>& context = state.contexts[device];
+  if (!context) {
+    auto created = std::make_unique<ThreadState::Context>();
+    TORCH_CHECK(epigemm_context_create(&created->handle) == EPIGEMM_STATUS_SUCCESS,
+                "epigemm: epigemm_context_create failed");
+    context = std::move(created);
+  }
+  CallSite site;
+  site.ctx = context->handle;
+  if (like.is_cuda()) {
+    site.stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(like.device()).native_handle();
+  }
+  const epigemm_dtype_t dtype = dtype_of(like, "x");
+  const auto size_key = std::make_tuple(device, tokens, in_features, out_features, int(dtype));
+  auto known = state.workspace_sizes.find(size_key);
+  if (known == state.workspace_sizes.end()) {
+    size_t asked = 0;
+    TORCH_CHECK(epigemm_linear_workspace_size(site.ctx, tokens, in_features, out_features, dtype, memory_of(like),
+                                              &asked) == EPIGEMM_STATUS_SUCCESS,
+                "epigemm: ", epigemm_context_last_error(site.ctx));
+    known = state.workspace_sizes.emplace(size_key, asked).first;
+  }
+  const size_t bytes = known->second;
+  at::Tensor& workspace = state.workspaces[{device, site.stream}];
+  if (bytes > 0 && (!workspace.defined() || size_t(workspace.numel()) < bytes)) {
+    // Rounded up to a MiB so that nearby sizes reuse the buffer (as epigemm/_arrays.py does).
+    const int64_t rounded = int64_t((bytes + (size_t(1) << 20) - 1) >> 20 << 20);
+    workspace = at::empty({rounded}, like.options().dtype(at::kByte));
+  }
+  if (workspace.defined()) {
+    site.workspace = workspace.data_ptr();
+    site.workspace_bytes = size_t(workspace.numel());
+  }
+  return site;
+}
+
+void check_status(epigemm_status_t status, const CallSite& site) {
+  TORCH_CHECK(status == EPIGEMM_STATUS_SUCCESS, "epigemm: ", epigemm_context_last_error(site.ctx));
+}
+
+epigemm_activation_t activation_of(const std::string& name) {
+  if (name == "identity") return EPIGEMM_ACTIVATION_IDENTITY;
+  if (name == "gelu_tanh") return EPIGEMM_ACTIVATION_GELU_TANH;
+  if (name == "gelu_erf") return EPIGEMM_ACTIVATION_GELU_ERF;
+  if (name == "relu") return EPIGEMM_ACTIVATION_RELU;
+  if (name == "silu") return EPIGEMM_ACTIVATION_SILU;
+  TORCH_CHECK(false, "epigemm: activation is '", name, "'; expected identity, gelu_tanh, gelu_erf, relu or silu");
+}
+
+// y [tokens, out] = act(x [tokens, in] w [out, in]^T + bias), and pre = x w^T + bias when `pre`
+// is defined (the activation's input, for the backward).
+at::Tensor forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, epigemm_activation_t act,
+                   const at::Tensor& pre) {
+  const int64_t tokens = x.size(0), in_features = x.size(1), out_features = w.size(0);
+  at::Tensor y = at::empty({tokens, out_features}, x.options());
+  const CallSite site = call_site(x, tokens, in_features, out_features);
+  const epigemm_tensor_t X = rows_of(x, "x"), W = rows_of(w, "weight"), Y = rows_of(y, "y");
+  epigemm_vector_t B{};
+  epigemm_tensor_t P{};
+  if (bias.defined()) B = vector_of(bias, "bias");
+  if (pre.defined()) P = rows_of(pre, "pre-activation");
+  check_status(epigemm_linear_fprop_act(site.ctx, &X, &W, bias.defined() ? &B : nullptr, act,
+                                        pre.defined() ? &P : nullptr, &Y, site.workspace, site.workspace_bytes,
+                                        site.stream),
+               site);
+  return y;
+}
+
+// dx [tokens, in] = (dy [tokens, out] w [out, in]) * act'(pre [tokens, in]), and bias_grad [in],
+// the sum of dx over tokens, when `bias_grad` is defined. Without an activation, pre is undefined.
+at::Tensor data_gradient(const at::Tensor& dy, const at::Tensor& w, const at::Tensor& pre, epigemm_activation_t act,
+                         const at::Tensor& bias_grad) {
+  const int64_t tokens = dy.size(0), in_features = w.size(1), out_features = w.size(0);
+  at::Tensor dx = at::empty({tokens, in_features}, dy.options());
+  const CallSite site = call_site(dy, tokens, in_features, out_features);
+  const epigemm_tensor_t DY = rows_of(dy, "dy"), W = rows_of(w, "weight"), DX = rows_of(dx, "dx");
+  epigemm_vector_t BG{};
+  if (bias_grad.defined()) BG = vector_of(bias_grad, "bias_grad");
+  if (pre.defined()) {
+    const epigemm_tensor_t P = rows_of(pre, "pre-activation");
+    check_status(epigemm_linear_dgrad_act(site.ctx, &DY, &W, act, &P, bias_grad.defined() ? &BG : nullptr, &DX,
+                                          site.workspace, site.workspace_bytes, site.stream),
+                 site);
+  } else {
+    check_status(epigemm_linear_dgrad(site.ctx, &DY, &W, nullptr, nullptr, &DX, site.workspace,
+                                      site.workspace_bytes, site.stream),
+                 site);
+  }
+  return dx;
+}
+
+// dw [out, in] = dy [tokens, out]^T x [tokens, in], and bias_grad [out], the sum of dy over
+// tokens, when `bias_grad` is defined.
+at::Tensor weight_gradient(const at::Tensor& x, const at::Tensor& dy, const at::Tensor& bias_grad) {
+  const int64_t tokens = x.size(0), in_features = x.size(1), out_features = dy.size(1);
+  at::Tensor dw = at::empty({out_features, in_features}, x.options());
+  const CallSite site = call_site(x, tokens, in_features, out_features);
+  const epigemm_tensor_t X = rows_of(x, "x"), DY = rows_of(dy, "dy"), DW = rows_of(dw, "dw");
+  epigemm_vector_t BG{};
+  if (bias_grad.defined()) BG = vector_of(bias_grad, "bias_grad");
+  check_status(epigemm_linear_wgrad(site.ctx, &X, &DY, &DW, 0, bias_grad.defined() ? &BG : nullptr, site.workspace,
+                                    site.workspace_bytes, site.stream),
+               site);
+  return dw;
+}
+
+at::Tensor vector_like(const at::Tensor& like, int64_t length) { return at::empty({length}, like.options()); }
+
+// Inputs as the C API reads them (a tensor that is contiguous already is returned as it is).
+at::Tensor contiguous_or_undefined(const at::Tensor& t) { return t.defined() ? t.contiguous() : t; }
+
+// A gradient as the backward receives it: contiguous rows (autograd may hand over an expanded or
+// transposed tensor).
+at::Tensor rows_contiguous(const at::Tensor& t) { return t.stride(1) == 1 ? t : t.contiguous(); }
+
+// An absent bias is an empty optional: Function::apply registers only the tensors present as
+// inputs of the graph, so ctx->needs_input_grad counts those (an absent bias has no index), while
+// backward returns one entry per argument of forward.
+class LinearFunction : public torch::autograd::Function<LinearFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& weight_in,
+                            const std::optional<at::Tensor>& bias_in) {
+    const at::Tensor x = x_in.contiguous(), weight = weight_in.contiguous();
+    const at::Tensor bias = bias_in ? bias_in->contiguous() : at::Tensor();
+    ctx->save_for_backward({x, weight});
+    ctx->saved_data["has_bias"] = bias.defined();
+    return ::forward(x, weight, bias, EPIGEMM_ACTIVATION_IDENTITY, at::Tensor());
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &weight = saved[1];
+    const bool has_bias = ctx->saved_data["has_bias"].toBool();
+    const bool needs_x = ctx->needs_input_grad(0), needs_weight = ctx->needs_input_grad(1),
+               needs_bias = has_bias && ctx->needs_input_grad(2);
+    const at::Tensor dy = rows_contiguous(grads[0]);
+    at::Tensor dx, dw, db;
+    if (needs_x) dx = data_gradient(dy, weight, at::Tensor(), EPIGEMM_ACTIVATION_IDENTITY, at::Tensor());
+    if (needs_weight || needs_bias) {
+      // The wgrad's epilogue also sums dy over tokens (BGRADB).
+      if (needs_bias) db = vector_like(dy, dy.size(1));
+      dw = weight_gradient(x, dy, db);
+    }
+    return {dx, needs_weight ? dw : at::Tensor(), db};
+  }
+};
+
+class MLPFunction : public torch::autograd::Function<MLPFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& w1_in,
+                            const std::optional<at::Tensor>& b1_in, const at::Tensor& w2_in,
+                            const std::optional<at::Tensor>& b2_in, const std::string& activation) {
+    const at::Tensor x = x_in.contiguous(), w1 = w1_in.contiguous(), w2 = w2_in.contiguous();
+    const at::Tensor b1 = b1_in ? b1_in->contiguous() : at::Tensor(), b2 = b2_in ? b2_in->contiguous() : at::Tensor();
+    const epigemm_activation_t act = activation_of(activation);
+    // With an activation, fc1's epilogue also writes its input (pre) for the backward.
+    at::Tensor pre;
+    if (act != EPIGEMM_ACTIVATION_IDENTITY) pre = at::empty({x.size(0), w1.size(0)}, x.options());
+    const at::Tensor h = ::forward(x, w1, b1, act, pre);
+    at::Tensor y = ::forward(h, w2, b2, EPIGEMM_ACTIVATION_IDENTITY, at::Tensor());
+    ctx->save_for_backward({x, w1, w2, h, pre});
+    ctx->saved_data["activation"] = int64_t(act);
+    ctx->saved_data["has_b1"] = b1.defined();
+    ctx->saved_data["has_b2"] = b2.defined();
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &w1 = saved[1], &w2 = saved[2], &h = saved[3], &pre = saved[4];
+    const auto act = static_cast<epigemm_activation_t>(ctx->saved_data["activation"].toInt());
+    // The graph's inputs: x, w1, b1 (if given), w2, b2 (if given).
+    const bool has_b1 = ctx->saved_data["has_b1"].toBool(), has_b2 = ctx->saved_data["has_b2"].toBool();
+    const size_t w2_input = has_b1 ? 3 : 2;
+    const bool needs_x = ctx->needs_input_grad(0), needs_w1 = ctx->needs_input_grad(1),
+               needs_b1 = has_b1 && ctx->needs_input_grad(2), needs_w2 = ctx->needs_input_grad(w2_input),
+               needs_b2 = has_b2 && ctx->needs_input_grad(w2_input + 1);
+    at::Tensor dx, dw1, db1, dw2, db2;
+    const at::Tensor dy = rows_contiguous(grads[0]);
+    if (needs_w2 || needs_b2) {
+      // fc2's wgrad; its epilogue also sums dy over tokens (BGRADB).
+      if (needs_b2) db2 = vector_like(dy, dy.size(1));
+      dw2 = weight_gradient(h, dy, db2);
+    }
+    if (needs_x || needs_w1 || needs_b1) {
+      if (needs_b1) db1 = vector_like(dy, w1.size(0));
+      at::Tensor dpre;
+      if (act == EPIGEMM_ACTIVATION_IDENTITY) {
+        dpre = data_gradient(dy, w2, at::Tensor(), act, at::Tensor());
+        if (needs_w1 || needs_b1) dw1 = weight_gradient(x, dpre, db1);
+      } else {
+        // fc2's dgrad through the activation's gradient on fc1's saved pre-activation; its
+        // epilogue also gives fc1's bias gradient (DACT_BGRAD).
+        dpre = data_gradient(dy, w2, pre, act, db1);
+        if (needs_w1) dw1 = weight_gradient(x, dpre, at::Tensor());
+      }
+      if (needs_x) dx = data_gradient(dpre, w1, at::Tensor(), EPIGEMM_ACTIVATION_IDENTITY, at::Tensor());
+    }
+    return {dx, needs_w1 ? dw1 : at::Tensor(), db1, needs_w2 ? dw2 : at::Tensor(), db2, at::Tensor()};
+  }
+};
+
+at::Tensor bias_or_undefined(const std::optional<at::Tensor>& bias) { return bias ? *bias : at::Tensor(); }
+
+at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
+  return LinearFunction::apply(x, weight, bias);
+}
+
+at::Tensor mlp_autograd(const at::Tensor& x, const at::Tensor& w1, const std::optional<at::Tensor>& b1,
+                        const at::Tensor& w2, const std::optional<at::Tensor>& b2, c10::string_view activation) {
+  return MLPFunction::apply(x, w1, b1, w2, b2, std::string(activation));
+}
+
+// Without autograd (inference mode): the forward alone, nothing saved.
+at::Tensor linear_forward_only(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
+  return ::forward(x.contiguous(), weight.contiguous(), contiguous_or_undefined(bias_or_undefined(bias)),
+                   EPIGEMM_ACTIVATION_IDENTITY, at::Tensor());
+}
+
+at::Tensor mlp_forward_only(const at::Tensor& x, const at::Tensor& w1, const std::optional<at::Tensor>& b1,
+                            const at::Tensor& w2, const std::optional<at::Tensor>& b2, c10::string_view activation) {
+  const epigemm_activation_t act = activation_of(std::string(activation));
+  const at::Tensor h =
+      ::forward(x.contiguous(), w1.contiguous(), contiguous_or_undefined(bias_or_undefined(b1)), act, at::Tensor());
+  return ::forward(h, w2.contiguous(), contiguous_or_undefined(bias_or_undefined(b2)), EPIGEMM_ACTIVATION_IDENTITY,
+                   at::Tensor());
+}
+
+}  // namespace
+
+TORCH_LIBRARY(epigemm_cpp, m) {
+  m.def("linear(Tensor x, Tensor weight, Tensor? bias) -> Tensor");
+  m.def("mlp(Tensor x, Tensor w1, Tensor? b1, Tensor w2, Tensor? b2, str activation) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(epigemm_cpp, Autograd, m) {
+  m.impl("linear", linear_autograd);
+  m.impl("mlp", mlp_autograd);
+}
+
+TORCH_LIBRARY_IMPL(epigemm_cpp, CPU, m) {
+  m.impl("linear", linear_forward_only);
+  m.impl("mlp", mlp_forward_only);
+}
+
+TORCH_LIBRARY_IMPL(epigemm_cpp, CUDA, m) {
+  m.impl("linear", linear_forward_only);
+  m.impl("mlp", mlp_forward_only);
+}
