@@ -55,10 +55,14 @@ epigemm_tensor_t rows_of(const at::Tensor& t, const char* name) {
                           t.size(1) <= 1 ? std::max<int64_t>(t.size(1), 1) : t.stride(0), memory_of(t)};
 }
 
-epigemm_vector_t vector_of(const at::Tensor& t, const char* name) {
+// An optional vector (a bias, a bias gradient) as the C API takes it: nullptr when undefined, else
+// `storage` filled in.
+const epigemm_vector_t* vector_or_null(const at::Tensor& t, const char* name, epigemm_vector_t* storage) {
+  if (!t.defined()) return nullptr;
   TORCH_CHECK(t.dim() == 1 && (t.stride(0) == 1 || t.size(0) <= 1), "epigemm: ", name, " has shape ", t.sizes(),
               "; expected a contiguous vector");
-  return epigemm_vector_t{t.data_ptr(), dtype_of(t, name), t.size(0), memory_of(t)};
+  *storage = epigemm_vector_t{t.data_ptr(), dtype_of(t, name), t.size(0), memory_of(t)};
+  return storage;
 }
 
 // This thread's context for a device (-1: the host), and the workspace it last needed, per
@@ -153,9 +157,8 @@ at::Tensor forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b
   const epigemm_tensor_t X = rows_of(x, "x"), W = rows_of(w, "weight"), Y = rows_of(y, "y");
   epigemm_vector_t B{};
   epigemm_tensor_t P{};
-  if (bias.defined()) B = vector_of(bias, "bias");
   if (pre.defined()) P = rows_of(pre, "pre-activation");
-  check_status(epigemm_linear_fprop_act(site.ctx, &X, &W, bias.defined() ? &B : nullptr, act,
+  check_status(epigemm_linear_fprop_act(site.ctx, &X, &W, vector_or_null(bias, "bias", &B), act,
                                         pre.defined() ? &P : nullptr, &Y, site.workspace, site.workspace_bytes,
                                         site.stream),
                site);
@@ -170,12 +173,11 @@ at::Tensor data_gradient(const at::Tensor& dy, const at::Tensor& w, const at::Te
   at::Tensor dx = at::empty({tokens, in_features}, dy.options());
   const CallSite site = call_site(dy, tokens, in_features, out_features);
   const epigemm_tensor_t DY = rows_of(dy, "dy"), W = rows_of(w, "weight"), DX = rows_of(dx, "dx");
-  epigemm_vector_t BG{};
-  if (bias_grad.defined()) BG = vector_of(bias_grad, "bias_grad");
   if (pre.defined()) {
     const epigemm_tensor_t P = rows_of(pre, "pre-activation");
-    check_status(epigemm_linear_dgrad_act(site.ctx, &DY, &W, act, &P, bias_grad.defined() ? &BG : nullptr, &DX,
-                                          site.workspace, site.workspace_bytes, site.stream),
+    epigemm_vector_t BG{};
+    check_status(epigemm_linear_dgrad_act(site.ctx, &DY, &W, act, &P, vector_or_null(bias_grad, "bias_grad", &BG),
+                                          &DX, site.workspace, site.workspace_bytes, site.stream),
                  site);
   } else {
     check_status(epigemm_linear_dgrad(site.ctx, &DY, &W, nullptr, nullptr, &DX, site.workspace,
@@ -193,9 +195,8 @@ at::Tensor weight_gradient(const at::Tensor& x, const at::Tensor& dy, const at::
   const CallSite site = call_site(x, tokens, in_features, out_features);
   const epigemm_tensor_t X = rows_of(x, "x"), DY = rows_of(dy, "dy"), DW = rows_of(dw, "dw");
   epigemm_vector_t BG{};
-  if (bias_grad.defined()) BG = vector_of(bias_grad, "bias_grad");
-  check_status(epigemm_linear_wgrad(site.ctx, &X, &DY, &DW, 0, bias_grad.defined() ? &BG : nullptr, site.workspace,
-                                    site.workspace_bytes, site.stream),
+  check_status(epigemm_linear_wgrad(site.ctx, &X, &DY, &DW, 0, vector_or_null(bias_grad, "bias_grad", &BG),
+                                    site.workspace, site.workspace_bytes, site.stream),
                site);
   return dw;
 }
