@@ -557,6 +557,22 @@ std::vector<epigemm_activation_t> parse_activations(const std::string& list) {
 
 }  // namespace
 
+// The times of one epilogue case's paths (NAN where a path did not run), from its `auto` row, and
+// the fastest of epigemm's three GPU backends: what the dispatch table and its summary compare.
+struct CaseTimes {
+  double cuda, cublaslt, cutlass, lt_fused, best;
+};
+CaseTimes case_times(const Row& auto_row, std::map<std::string, const Row*>& by_key) {
+  const std::string key = auto_row.shape + "|" + auto_row.pass + "|" + auto_row.epilogue + "|";
+  auto ms_of = [&](const char* variant) { return by_key.count(key + variant) ? by_key[key + variant]->ms : NAN; };
+  CaseTimes t{ms_of("cuda"), ms_of("cublaslt"), ms_of("cutlass"), ms_of("lt_fused"), NAN};
+  t.best = t.cuda;
+  for (const double other : {t.cublaslt, t.cutlass}) {
+    if (!std::isnan(other)) t.best = std::min(t.best, other);
+  }
+  return t;
+}
+
 // The dispatcher's acceptance numbers per shape set (public, derive, heldout, other), over every
 // epilogue case but DEFAULT: `auto` over the plain GEMM of its own loop (geometric mean; cases of
 // at least 2048 tokens over 1.05; smaller ones whose rows are multiples of 16 bytes over 1.10; the
@@ -573,12 +589,7 @@ std::string dispatch_summary_by_shape_set(const std::vector<Row>& rows, std::map
     if (r.variant != "auto" || r.epilogue == "DEFAULT" || std::isnan(r.ratio_to_floor)) continue;
     long long tokens = 0, in = 0, out = 0;
     if (std::sscanf(r.shape.c_str(), "%lld,%lld,%lld", &tokens, &in, &out) != 3) continue;
-    const std::string key = r.shape + "|" + r.pass + "|" + r.epilogue + "|";
-    auto ms_of = [&](const char* variant) { return by_key.count(key + variant) ? by_key[key + variant]->ms : NAN; };
-    double best = ms_of("cuda");
-    for (const double other : {ms_of("cublaslt"), ms_of("cutlass")}) {
-      if (!std::isnan(other)) best = std::min(best, other);
-    }
+    const CaseTimes times = case_times(r, by_key);
     Tally& t = tallies[set_of_shape[r.shape]];
     const double x = r.ratio_to_floor;
     ++t.cases;
@@ -597,12 +608,11 @@ std::string dispatch_summary_by_shape_set(const std::vector<Row>& rows, std::map
       t.small_over += x > 1.10 ? 1 : 0;
       t.worst_small = std::max(t.worst_small, x);
     }
-    const double over_best = r.ms / best;
+    const double over_best = r.ms / times.best;
     t.over_best += over_best > 1.03 ? 1 : 0;
     t.worst_best = std::max(t.worst_best, over_best);
-    const double lt = ms_of("lt_fused");
-    if (!std::isnan(lt)) {
-      t.log_lt += std::log(lt / r.ms);
+    if (!std::isnan(times.lt_fused)) {
+      t.log_lt += std::log(times.lt_fused / r.ms);
       ++t.lt_cases;
     }
   }
@@ -1320,15 +1330,10 @@ int main(int argc, char** argv) {
   int cases = 0, auto_cases = 0;
   for (const Row& r : rows) {
     if (r.variant != "auto" || r.epilogue == "DEFAULT") continue;
-    const std::string key = r.shape + "|" + r.pass + "|" + r.epilogue + "|";
-    auto ms_of = [&](const char* variant) { return by_key.count(key + variant) ? by_key[key + variant]->ms : NAN; };
-    const double cuda_ms = ms_of("cuda"), backend_lt_ms = ms_of("cublaslt"), cutlass_ms = ms_of("cutlass"),
-                 lt_ms = ms_of("lt_fused");
-    double best = cuda_ms;
-    for (const double other : {backend_lt_ms, cutlass_ms}) {
-      if (!std::isnan(other)) best = std::min(best, other);
-    }
-    const double auto_over_best = r.ms / best, lt_over_auto = lt_ms / r.ms;
+    const CaseTimes times = case_times(r, by_key);
+    const double cuda_ms = times.cuda, backend_lt_ms = times.cublaslt, cutlass_ms = times.cutlass,
+                 lt_ms = times.lt_fused;
+    const double auto_over_best = r.ms / times.best, lt_over_auto = lt_ms / r.ms;
     const std::string ran = r.check.size() > 9 ? r.check.substr(9) : r.check;  // "auto ran X"
     if (!std::isnan(lt_over_auto)) {
       log_sum += std::log(lt_over_auto);

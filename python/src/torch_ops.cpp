@@ -96,10 +96,11 @@ struct CallSite {
 CallSite call_site(const at::Tensor& like, int64_t tokens, int64_t in_features, int64_t out_features) {
   ThreadState& state = thread_state();
   const int device = like.is_cuda() ? like.get_device() : -1;
-  // The C API creates a context's GPU state on the current device.
-  const c10::OptionalDeviceGuard guard(like.is_cuda() ? c10::optional<c10::Device>(like.device()) : c10::nullopt);
   std::unique_ptr<ThreadState::Context>& context = state.contexts[device];
   if (!context) {
+    // The C API creates a context's GPU state on the current device (once per thread and device:
+    // not a device switch on every call).
+    const c10::OptionalDeviceGuard guard(like.is_cuda() ? c10::optional<c10::Device>(like.device()) : c10::nullopt);
     auto created = std::make_unique<ThreadState::Context>();
     TORCH_CHECK(epigemm_context_create(&created->handle) == EPIGEMM_STATUS_SUCCESS,
                 "epigemm: epigemm_context_create failed");
