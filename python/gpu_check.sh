@@ -12,7 +12,8 @@
 #                                                 # venv and wheel stay in build/python-gpu)
 #
 # Environment: STEPS (default build,test,bench,profile), BENCH_ARGS (e.g. "--rounds 7 --no-compile"),
-# PYTEST_ARGS (e.g. "-k torch"), WORK (default build/python-gpu: venv, wheel, build folder).
+# PYTEST_ARGS (e.g. "-k torch"), PROFILE_ARGS (e.g. "--shapes 16384,8192,28672 --steps 5"),
+# WORK (default build/python-gpu: venv, wheel, build folder).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -92,9 +93,10 @@ fi
 PROFILE_RC=0
 if has_step profile; then
 step "host time of the MLP step: python/bench/profile_mlp.py"
-(cd "$WORK" && timeout 240 "$VPY" "$ROOT/python/bench/profile_mlp.py") > "$OUT/profile_mlp.log" 2>&1
+# shellcheck disable=SC2086
+(cd "$WORK" && timeout 240 "$VPY" "$ROOT/python/bench/profile_mlp.py" ${PROFILE_ARGS:-}) > "$OUT/profile_mlp.log" 2>&1
 PROFILE_RC=$?
-grep -E "^## |^  (epigemm|PyTorch|the six)" "$OUT/profile_mlp.log"
+grep -E "^## |^  (epigemm|PyTorch|Python|the six)" "$OUT/profile_mlp.log"
 fi
 
 echo

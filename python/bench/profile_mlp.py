@@ -5,11 +5,16 @@ Per shape (host times are medians over --steps steps, the GPU queue drained ever
   1. forward, backward and whole step on the host, for epigemm and eager, first with PyTorch's
      defaults (the backward of CUDA tensors runs on autograd's device thread), then with
      torch.autograd.set_multithreading_enabled(False) (on the calling thread);
-  2. epigemm's autograd part alone: the same step with the six operations replaced by the
-     allocation of their outputs;
-  3. the six operations alone, called in the step's order without autograd;
-  4. the step's GPU kernels with their times (torch.profiler), and the backend that ran each
-     operation and why (epigemm.last_backend()).
+  2. the autograd part of the Python autograd Functions alone (the path without epigemm's C++
+     operators): the same step through them, with the six operations replaced by the allocation
+     of their outputs;
+  3. the six operations alone, called in the step's order without autograd (through the Python
+     operations, epigemm._ops);
+  4. the step's GPU kernels with their times (torch.profiler), and, where the step runs the Python
+     Functions, the backend that ran each operation and why (epigemm.last_backend());
+  5. the host time per step by function, for epigemm and eager (torch.profiler's CPU view over
+     --steps steps, backward on the calling thread): self time, total time and calls per step of
+     the functions that take the most (operators, autograd nodes, CUDA runtime and driver calls).
 
     python python/bench/profile_mlp.py [--shapes 2048,768,3072;4096,1024,4096] [--steps 300]
 """
@@ -82,10 +87,15 @@ class OutputsOnly:
         self.real = {name: getattr(_ops, name) for name in OPERATIONS}
         for name in OPERATIONS:
             setattr(_ops, name, getattr(self, name))
+        # The C++ operators call the library directly, not _ops: the step takes the Python
+        # Functions while the operations are replaced.
+        self.cpp_absent = et._CPP_OPERATORS_ABSENT
+        et._CPP_OPERATORS_ABSENT = "replaced for the profile"
 
     def __exit__(self, *exc):
         for name, fn in self.real.items():
             setattr(_ops, name, fn)
+        et._CPP_OPERATORS_ABSENT = self.cpp_absent
 
 
 def operations_alone(mlp, x, dy, steps):
@@ -131,6 +141,28 @@ def kernels_and_backends(module, x, dy):
     return kernels, ran
 
 
+def host_functions(module, x, dy, steps, top=16):
+    """Lines of (self us, total us, calls) per step for the functions with the most self time."""
+    torch.autograd.set_multithreading_enabled(False)
+    try:
+        for _ in range(20):
+            step(module, x, dy)
+        torch.cuda.synchronize()
+        activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        with torch.profiler.profile(activities=activities) as prof:
+            for k in range(steps):
+                step(module, x, dy)
+                if k % 25 == 0:
+                    torch.cuda.synchronize()
+            torch.cuda.synchronize()
+    finally:
+        torch.autograd.set_multithreading_enabled(True)
+    events = sorted((e for e in prof.key_averages() if e.self_cpu_time_total > 0),
+                    key=lambda e: -e.self_cpu_time_total)
+    return [f"    {e.self_cpu_time_total / steps:7.1f} us self {e.cpu_time_total / steps:7.1f} us total "
+            f"{e.count / steps:5.1f} calls  {e.key[:90]}" for e in events[:top]]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", default="2048,768,3072;4096,1024,4096")
@@ -156,7 +188,7 @@ def main(argv=None):
                 print(phase_line(f"{name}, backward on {where}", phases(module, x, dy, args.steps)), flush=True)
         torch.autograd.set_multithreading_enabled(True)
         with OutputsOnly():
-            print(phase_line("epigemm.torch.MLP, operations replaced by output allocations",
+            print(phase_line("Python Functions, operations replaced by output allocations",
                              phases(ours, x, dy, args.steps)))
         print(f"  the six operations alone, no autograd: {operations_alone(ours, x, dy, args.steps):7.1f} us")
         for name, module in (("epigemm.torch.MLP", ours), ("PyTorch eager", eager)):
@@ -166,6 +198,9 @@ def main(argv=None):
                 print(f"    {ms:8.4f} ms  {kernel[:100]}")
             for op, backend, reason in ran:
                 print(f"    {op:13s} {backend:9s} {reason[:100]}")
+        for name, module in (("epigemm.torch.MLP", ours), ("PyTorch eager", eager)):
+            print(f"  {name}: host time per step by function (torch.profiler, backward on the calling thread)")
+            print("\n".join(host_functions(module, x, dy, args.steps)), flush=True)
     return 0
 
 
