@@ -206,18 +206,22 @@ class CutlassBackend final : public Backend {
   epigemm_backend_t id() const override { return EPIGEMM_BACKEND_CUTLASS; }
   bool usable() const override { return usable_; }
   // Above cuda (20), below cublaslt where its table prefers it (30), for the forward activation
-  // epilogues with relu or gelu_erf on GEMMs of at most 2^36 multiply-adds; elsewhere 1, below
-  // every other device backend. Measured on the H200 (bf16, 2026-12-01 07:34 UTC, the five public
-  // shapes): on 4096,1024,4096 and 2048,768,3072 these kernels took 1.17-1.29 of the plain GEMM
-  // with relu (ACT .. ACT_AUX_BIAS) against cuda's 1.53-1.79, and 1.45-1.56 with gelu_erf against
-  // 1.59-1.84; on the three larger shapes (5.5e11 multiply-adds and more) cuda was as fast or
-  // faster except for relu with an aux, and with silu and in the backward epilogues this first
-  // kernel set was not faster. docs/dev/cutlass_backend.md, "Dispatch".
+  // epilogues with relu, gelu_erf or silu on GEMMs of at most 2^36 multiply-adds; elsewhere 1,
+  // below every other device backend. Measured on the H200 (bf16, 2026-12-01 07:34 UTC, the five
+  // public shapes): on 4096,1024,4096 and 2048,768,3072 these kernels took 1.17-1.29 of the plain
+  // GEMM with relu (ACT .. ACT_AUX_BIAS) against cuda's 1.53-1.79, and 1.45-1.56 with gelu_erf
+  // against 1.59-1.84; on the three larger shapes (5.5e11 multiply-adds and more) cuda was as fast
+  // or faster except for relu with an aux, and in the backward epilogues this first kernel set was
+  // not faster. silu joined once its exponential and division became the hardware's (as
+  // gelu_tanh's): at 13:29 UTC its four forward epilogues took 0.0692-0.0769 ms here against
+  // cuda's 0.0870-0.0966 on 4096,1024,4096 and 0.0262-0.0288 against 0.0316-0.0372 on
+  // 2048,768,3072. docs/dev/cutlass_backend.md, "Dispatch".
   int auto_priority(const GemmCall& call) const override {
     constexpr double kMaxMultiplyAdds = double(int64_t(1) << 36);
     const EpilogueParts parts = call.parts();
     const bool activation = parts.activation == EPIGEMM_ACTIVATION_RELU ||
-                            parts.activation == EPIGEMM_ACTIVATION_GELU_ERF;
+                            parts.activation == EPIGEMM_ACTIVATION_GELU_ERF ||
+                            parts.activation == EPIGEMM_ACTIVATION_SILU;
     const double multiply_adds = double(call.gemm_m) * double(call.gemm_n) * double(call.gemm_k);
     return !parts.backward() && activation && multiply_adds <= kMaxMultiplyAdds ? 25 : 1;
   }
