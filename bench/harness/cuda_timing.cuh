@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "round_order.hpp"
+
 namespace epigemm_bench {
 
 inline std::string& program_name() {
@@ -80,13 +82,12 @@ struct Timing {
 
 // Median milliseconds of each fn over t.reps rounds; in every round each fn runs once, in turn,
 // between its own two events. Interleaving puts every variant under the same clocks and
-// temperature, so their ratios do not drift with the card's state during the run. Round i starts
-// at fn i mod n (the order rotates), and the rounds are t.reps rounded up to a multiple of n, so
-// every fn runs in every position equally often: a call meets what the call before it left in L2
-// (inputs it read, dirty lines it has not written back), and on shapes whose tensors fit in the
-// 60 MB L2 that is worth up to a fifth of a kernel's time; no fn may always follow the same one,
-// nor sit first more often than another. before (optional) runs ahead of each timed call, outside
-// its events.
+// temperature, so their ratios do not drift with the card's state during the run. The rounds
+// follow a balanced design (round_order.hpp), t.reps rounded up to whole blocks of it, so that
+// every fn runs in every position and after every other fn equally often: a call meets what the
+// call before it left in L2 (inputs it read, dirty lines it has not written back), and on shapes
+// whose tensors fit in the 60 MB L2 that is worth up to a fifth of a kernel's time. before
+// (optional) runs ahead of each timed call, outside its events.
 inline std::vector<double> interleaved_median_ms(const Timing& t, cudaStream_t stream,
                                                  const std::vector<std::function<void(int)>>& fns,
                                                  const std::function<void()>& before = nullptr) {
@@ -94,12 +95,12 @@ inline std::vector<double> interleaved_median_ms(const Timing& t, cudaStream_t s
     for (const auto& fn : fns) fn(i);
   }
   const size_t n = fns.size();
-  const int reps = n == 0 ? 0 : int((size_t(t.reps) + n - 1) / n * n);
+  const size_t block = balanced_block_rounds(n);
+  const int reps = n == 0 ? 0 : int((size_t(t.reps) + block - 1) / block * block);
   std::vector<cudaEvent_t> events(2 * n * size_t(reps));
   for (auto& e : events) EPIGEMM_BENCH_CUDA_OK(cudaEventCreate(&e));
   for (int i = 0; i < reps; ++i) {
-    for (size_t step = 0; step < n; ++step) {
-      const size_t v = (size_t(i) + step) % n;
+    for (size_t v : balanced_round_order(n, size_t(i))) {
       if (before) before();
       EPIGEMM_BENCH_CUDA_OK(cudaEventRecord(events[2 * (size_t(i) * n + v)], stream));
       fns[v](t.warmup + i);
@@ -116,8 +117,8 @@ inline std::vector<double> interleaved_median_ms(const Timing& t, cudaStream_t s
           cudaEventElapsedTime(&value, events[2 * (size_t(i) * n + v)], events[2 * (size_t(i) * n + v) + 1]));
       ms[size_t(i)] = value;
     }
-    // The median; of an even count, the mean of the two middle values (an even count is the
-    // rule with the rotation, and taking one of the two would pick a side of a two-mode sample).
+    // The median; of an even count, the mean of the two middle values (an even count is
+    // common with whole blocks, and taking one of the two would pick a side of a two-mode sample).
     std::sort(ms.begin(), ms.end());
     const size_t half = ms.size() / 2;
     medians[v] = ms.size() % 2 == 1 ? ms[half] : 0.5 * (ms[half - 1] + ms[half]);
