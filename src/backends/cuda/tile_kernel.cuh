@@ -118,19 +118,30 @@ __device__ __forceinline__ void load8_floats(const void* base, epigemm_dtype_t d
   }
 }
 
-__device__ __forceinline__ void store8(void* base, epigemm_dtype_t dtype, int64_t offset,
-                                       const float (&v)[8]) {
+// Four 32-bit words to 16-byte aligned global memory in one instruction.
+__device__ __forceinline__ void store_16_bytes(void* address, uint32_t x, uint32_t y, uint32_t z,
+                                               uint32_t w) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(address), "r"(x), "r"(y), "r"(z),
+               "r"(w)
+               : "memory");
+}
+
+// dtype: fp32, fp16 or bf16; half_dtype: which of the two 16-bit ones it is when it is not fp32
+// (the caller's compile-time constant where it knows, else dtype itself).
+__device__ __forceinline__ void store8(void* base, epigemm_dtype_t dtype, epigemm_dtype_t half_dtype,
+                                       int64_t offset, const float (&v)[8]) {
   if (dtype == EPIGEMM_DTYPE_F32) {
     float4* p = reinterpret_cast<float4*>(static_cast<float*>(base) + offset);
     p[0] = make_float4(v[0], v[1], v[2], v[3]);
     p[1] = make_float4(v[4], v[5], v[6], v[7]);
   } else {
-    uint4 raw;
-    raw.x = pack_pair(v[0], v[1], dtype);
-    raw.y = pack_pair(v[2], v[3], dtype);
-    raw.z = pack_pair(v[4], v[5], dtype);
-    raw.w = pack_pair(v[6], v[7], dtype);
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(base) + offset) = raw;
+    // One plain 16-byte store. Written as a uint4 assignment, the compiler split it into four
+    // 4-byte stores (four times the store instructions, each covering a quarter of every 16 bytes
+    // of the warp's span); the cache-hinted intrinsics (__stwb) keep it whole but make it a
+    // strong store.
+    store_16_bytes(static_cast<uint16_t*>(base) + offset,
+                   pack_pair(v[0], v[1], half_dtype), pack_pair(v[2], v[3], half_dtype),
+                   pack_pair(v[4], v[5], half_dtype), pack_pair(v[6], v[7], half_dtype));
   }
 }
 
@@ -182,14 +193,14 @@ struct Loaded<true, kWide> {
 };
 
 // Loads the thread's 8 values of column j from an m x n matrix; rows past m read nothing (and
-// count as 0).
-template <bool kVector, int kThreadsX, bool kWide>
+// count as 0). kRowsInRange (vector path): the caller knows the thread's rows are inside.
+template <bool kVector, int kThreadsX, bool kRowsInRange, bool kWide>
 __device__ __forceinline__ void load_rows(const void* base, epigemm_dtype_t dtype, int64_t ld,
                                           int64_t tile_row0, int64_t rows, int64_t j,
                                           Loaded<kVector, kWide>& out) {
   if constexpr (kVector) {
     const int64_t row = thread_row<true, kThreadsX>(tile_row0, 0);
-    if (row < rows) {
+    if (kRowsInRange || row < rows) {
       load_raw8(base, row + j * ld, out.raw);  // rows % 8 == 0: all 8 rows or none
     } else {
       zero_raw8(out.raw);
@@ -235,13 +246,13 @@ __device__ __forceinline__ void load_bias_rows(const void* bias, epigemm_dtype_t
   }
 }
 
-template <bool kVector, int kThreadsX>
-__device__ __forceinline__ void store_rows(void* base, epigemm_dtype_t dtype, int64_t ld,
-                                           int64_t tile_row0, int64_t rows, int64_t j,
+template <bool kVector, int kThreadsX, bool kRowsInRange>
+__device__ __forceinline__ void store_rows(void* base, epigemm_dtype_t dtype, epigemm_dtype_t half_dtype,
+                                           int64_t ld, int64_t tile_row0, int64_t rows, int64_t j,
                                            const float (&v)[8]) {
   if constexpr (kVector) {
     const int64_t row = thread_row<true, kThreadsX>(tile_row0, 0);
-    if (row < rows) store8(base, dtype, row + j * ld, v);
+    if (kRowsInRange || row < rows) store8(base, dtype, half_dtype, row + j * ld, v);
   } else {
 #pragma unroll
     for (int r = 0; r < kRowsPerThread; ++r) {
@@ -287,6 +298,11 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
   constexpr int kRowsPerTile = kThreadsX * kRowsPerThread;
   const int64_t tile_row0 = int64_t(blockIdx.x) * kRowsPerTile;
   const int64_t rows = args.rows;
+  // On the vector path a thread's 8 rows are all inside or all past the end (rows % 8 == 0). A
+  // thread past the end has nothing to do unless it takes part in the block's row sums; the
+  // others skip the row test (and the zeroing of what they would not load) per column.
+  constexpr bool kRowsInRange = kVector && !P::sums_rows;
+  if (kRowsInRange && thread_row<true, kThreadsX>(tile_row0, 0) >= rows) return;
 
   float bias[kRowsPerThread] = {};
   if constexpr (P::adds_bias) {
@@ -307,73 +323,96 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
       const int64_t j = j0 + int64_t(kThreadsY) * c;
       if (j < column_end) {
         if constexpr (P::reads_acc) {
-          load_rows<kVector, kThreadsX>(args.acc, args.acc_dtype, args.ld_acc, tile_row0, rows, j, acc_loaded[c]);
+          load_rows<kVector, kThreadsX, kRowsInRange>(args.acc, args.acc_dtype, args.ld_acc, tile_row0,
+                                                      rows, j, acc_loaded[c]);
         }
         if constexpr (P::reads_aux) {
-          load_rows<kVector, kThreadsX>(args.aux, args.aux_dtype, args.ld_aux, tile_row0, rows, j, aux_loaded[c]);
+          load_rows<kVector, kThreadsX, kRowsInRange>(args.aux, args.aux_dtype, args.ld_aux, tile_row0,
+                                                      rows, j, aux_loaded[c]);
         }
       }
     }
   };
-  auto compute_batch = [&](int64_t j0, const Loaded<kVector, kWideAcc> (&acc_loaded)[kBatch],
-                           const Loaded<kVector, kWideAux> (&aux_loaded)[kBatch]) {
-#pragma unroll
-    for (int c = 0; c < kBatch; ++c) {
-      const int64_t j = j0 + int64_t(kThreadsY) * c;
-      if (j >= column_end) break;
-      float acc[kRowsPerThread] = {};
-      float aux[kRowsPerThread];
-      if constexpr (P::reads_acc) to_floats(acc_loaded[c], args.acc_dtype, acc);
-      if constexpr (P::reads_aux) to_floats(aux_loaded[c], args.aux_dtype, aux);
-      float out[kRowsPerThread];
-#pragma unroll
-      for (int r = 0; r < kRowsPerThread; ++r) {
-        if constexpr (P::reads_aux) {
-          out[r] = acc[r] * Act::derivative(aux[r]);
-        } else {
-          float z = acc[r];
-          if constexpr (P::adds_bias) z = P::reads_acc ? z + bias[r] : bias[r];
-          if constexpr (P::writes_aux) aux[r] = z;
-          out[r] = Act::forward(z);
-        }
-        // Rows past the end were loaded as 0 and their sums are never written.
-        if constexpr (P::sums_rows) sums[r] += out[r];
-      }
-      if constexpr (P::writes_d) {
-        store_rows<kVector, kThreadsX>(args.d, args.d_dtype, args.ld_d, tile_row0, rows, j, out);
-      }
-      if constexpr (P::writes_aux) {
-        store_rows<kVector, kThreadsX>(args.aux, args.aux_dtype, args.ld_aux, tile_row0, rows, j, aux);
-      }
-    }
-  };
-
-  if constexpr (kPrefetch) {
-    // Software-pipelined: the next batch's loads are issued before this batch is computed, so
-    // a thread always has loads in flight. For short blocks (a few batches per thread, as on a
-    // 32M-element tensor in 8 waves) the plain loop waits a full memory latency per batch.
-    Loaded<kVector, kWideAcc> acc_loaded[kBatch];
-    Loaded<kVector, kWideAux> aux_loaded[kBatch];
-    int64_t j0 = column_begin + threadIdx.y;
-    if (j0 < column_end) load_batch(j0, acc_loaded, aux_loaded);
-    for (; j0 < column_end; j0 += kStep) {
-      Loaded<kVector, kWideAcc> acc_next[kBatch];
-      Loaded<kVector, kWideAux> aux_next[kBatch];
-      if (j0 + kStep < column_end) load_batch(j0 + kStep, acc_next, aux_next);
-      compute_batch(j0, acc_loaded, aux_loaded);
+  // The columns, with the 16-bit dtype of the vector path's loads and stores as a compile-time
+  // constant when every 16-bit operand of the call is bf16 (kBf16Halves), else read from args. A
+  // runtime dtype there has both conversions issued under predicates, 1.5 instructions more per
+  // element (two per value loaded, two per pair packed), in kernels bound by their instructions.
+  auto run_columns = [&](auto bf16_halves) {
+    constexpr bool kBf16Halves = decltype(bf16_halves)::value;
+    // The 16-bit dtype of an operand stored in `dtype` (only read where it is fp16 or bf16).
+    auto half = [](epigemm_dtype_t dtype) { return kBf16Halves ? EPIGEMM_DTYPE_BF16 : dtype; };
+    auto compute_batch = [&](int64_t j0, const Loaded<kVector, kWideAcc> (&acc_loaded)[kBatch],
+                             const Loaded<kVector, kWideAux> (&aux_loaded)[kBatch]) {
 #pragma unroll
       for (int c = 0; c < kBatch; ++c) {
-        acc_loaded[c] = acc_next[c];
-        aux_loaded[c] = aux_next[c];
+        const int64_t j = j0 + int64_t(kThreadsY) * c;
+        if (j >= column_end) break;
+        float acc[kRowsPerThread] = {};
+        [[maybe_unused]] float aux[kRowsPerThread];  // read or written by some ops only
+        if constexpr (P::reads_acc) to_floats(acc_loaded[c], half(args.acc_dtype), acc);
+        if constexpr (P::reads_aux) to_floats(aux_loaded[c], half(args.aux_dtype), aux);
+        float out[kRowsPerThread];
+#pragma unroll
+        for (int r = 0; r < kRowsPerThread; ++r) {
+          if constexpr (P::reads_aux) {
+            out[r] = acc[r] * Act::derivative(aux[r]);
+          } else {
+            float z = acc[r];
+            if constexpr (P::adds_bias) z = P::reads_acc ? z + bias[r] : bias[r];
+            if constexpr (P::writes_aux) aux[r] = z;
+            out[r] = Act::forward(z);
+          }
+          // Rows past the end were loaded as 0 and their sums are never written.
+          if constexpr (P::sums_rows) sums[r] += out[r];
+        }
+        if constexpr (P::writes_d) {
+          store_rows<kVector, kThreadsX, kRowsInRange>(args.d, args.d_dtype, half(args.d_dtype),
+                                                       args.ld_d, tile_row0, rows, j, out);
+        }
+        if constexpr (P::writes_aux) {
+          store_rows<kVector, kThreadsX, kRowsInRange>(args.aux, args.aux_dtype, half(args.aux_dtype),
+                                                       args.ld_aux, tile_row0, rows, j, aux);
+        }
       }
-    }
-  } else {
-    for (int64_t j0 = column_begin + threadIdx.y; j0 < column_end; j0 += kStep) {
+    };
+
+    if constexpr (kPrefetch) {
+      // Software-pipelined: the next batch's loads are issued before this batch is computed, so
+      // a thread always has loads in flight. For short blocks (a few batches per thread, as on a
+      // 32M-element tensor in 8 waves) the plain loop waits a full memory latency per batch.
       Loaded<kVector, kWideAcc> acc_loaded[kBatch];
       Loaded<kVector, kWideAux> aux_loaded[kBatch];
-      load_batch(j0, acc_loaded, aux_loaded);
-      compute_batch(j0, acc_loaded, aux_loaded);
+      int64_t j0 = column_begin + threadIdx.y;
+      if (j0 < column_end) load_batch(j0, acc_loaded, aux_loaded);
+      for (; j0 < column_end; j0 += kStep) {
+        Loaded<kVector, kWideAcc> acc_next[kBatch];
+        Loaded<kVector, kWideAux> aux_next[kBatch];
+        if (j0 + kStep < column_end) load_batch(j0 + kStep, acc_next, aux_next);
+        compute_batch(j0, acc_loaded, aux_loaded);
+#pragma unroll
+        for (int c = 0; c < kBatch; ++c) {
+          acc_loaded[c] = acc_next[c];
+          aux_loaded[c] = aux_next[c];
+        }
+      }
+    } else {
+      for (int64_t j0 = column_begin + threadIdx.y; j0 < column_end; j0 += kStep) {
+        Loaded<kVector, kWideAcc> acc_loaded[kBatch];
+        Loaded<kVector, kWideAux> aux_loaded[kBatch];
+        load_batch(j0, acc_loaded, aux_loaded);
+        compute_batch(j0, acc_loaded, aux_loaded);
+      }
     }
+  };
+  if constexpr (kVector) {
+    if (args.acc_dtype != EPIGEMM_DTYPE_F16 && args.aux_dtype != EPIGEMM_DTYPE_F16 &&
+        args.d_dtype != EPIGEMM_DTYPE_F16) {
+      run_columns(std::true_type{});
+    } else {
+      run_columns(std::false_type{});
+    }
+  } else {
+    run_columns(std::false_type{});  // the scalar path converts each value by its dtype (load1)
   }
 
   if constexpr (P::sums_rows) {
