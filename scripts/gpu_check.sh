@@ -10,7 +10,9 @@
 #
 # Environment: TESTS_FILTER / MEMCHECK_FILTER / RACECHECK_FILTER (gtest filters; TESTS_FILTER
 # defaults to the whole binary), BENCH_ARGS (e.g. "--reps 40" or "--activations gelu_tanh"),
-# LAB_ARGS (the kernel lab's; default a short setting: 10 repetitions after 2 warm-ups).
+# LAB_ARGS (the kernel lab's; default a short setting: 10 repetitions after 2 warm-ups),
+# TILES_LAB_ARGS (the cutlass tile configurations lab's, where the cutlass backend is built;
+# default the public shapes, 10 repetitions).
 # TESTS_ONLY=1: the build, the tests, the demo and the sanitizers, without the benchmark and the lab.
 # DISPATCH_REFRESH=1: afterwards, regenerate src/backends/cublaslt/dispatch_table.inc from this
 # run's benchmark (scripts/make_dispatch_table.py), rebuild, run the dispatch and cublaslt/auto
@@ -43,6 +45,7 @@ RACECHECK_FILTER=${RACECHECK_FILTER:-'CudaBackend.CallsCaptureIntoAGraphAndRepla
 TESTS_FILTER=${TESTS_FILTER:-'*'}
 BENCH_ARGS=${BENCH_ARGS:-}
 LAB_ARGS=${LAB_ARGS:---reps 10 --warmup 2}
+TILES_LAB_ARGS=${TILES_LAB_ARGS:---shapes public --reps 10 --warmup 2}
 
 step() { echo "== $(date -u +%H:%M:%S) $*"; }
 # "[  PASSED  ] 12 tests." etc. from a gtest log, summed over the runs it holds (shards)
@@ -73,8 +76,11 @@ step "configure + build ($(nproc) cores)"
 GTEST_ARG=()
 if [ -d "$ROOT/.gtest-src" ]; then GTEST_ARG=(-DEPIGEMM_GTEST_SOURCE_DIR="$ROOT/.gtest-src"); fi
 # Only the GPU this runs on (sm_90a): half the CUDA compile time of the default 80;90a.
+# The cutlass tile lab exists where the cutlass backend is built (CUTLASS headers found).
 if ! { cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEPIGEMM_WITH_CUDA=ON \
          -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90a}" "${GTEST_ARG[@]}" &&
+       if [ -n "$BENCH_TARGETS" ] && grep -q 'epigemm_cutlass_tiles_lab' "$BUILD/build.ninja"; then
+         BENCH_TARGETS="$BENCH_TARGETS epigemm_cutlass_tiles_lab"; fi &&
        cmake --build "$BUILD" -j"$(nproc)" --target epigemm_tests epigemm_cli $BENCH_TARGETS; } > "$OUT/build.log" 2>&1; then
   tail -40 "$OUT/build.log"
   echo "BUILD FAILED (full log: $OUT/build.log)"
@@ -86,6 +92,7 @@ grep -c -i 'warning' "$OUT/build.log" | sed 's/^/build warnings: /'
 TESTS=$BUILD/tests/epigemm_tests
 BENCH=$BUILD/bench/epigemm_bench_gpu
 LAB=$BUILD/dev/epigemm_epilogue_lab
+TILES_LAB=$BUILD/dev/epigemm_cutlass_tiles_lab
 
 # The test binary in SHARDS processes at once (gtest sharding; each shard a disjoint part of the
 # tests): the host-side reference computations of the matrix run on the machine's cores, the GPU
@@ -123,6 +130,16 @@ timeout 150 "$LAB" $LAB_ARGS > "$OUT/lab.log" 2>&1
 LAB_RC=$?
 grep -E "^device|VALIDATION FAILED" "$OUT/lab.log"
 cat "$OUT/lab.log" >> "$OUT/bench.log" && rm -f "$OUT/lab.log"
+
+if [ -x "$TILES_LAB" ]; then
+  step "cutlass tile configurations lab: $TILES_LAB_ARGS"
+  echo "== cutlass tile configurations lab: $TILES_LAB_ARGS" >> "$OUT/bench.log"
+  # shellcheck disable=SC2086
+  timeout 150 "$TILES_LAB" $TILES_LAB_ARGS > "$OUT/tiles_lab.log" 2>&1
+  TILES_LAB_RC=$?
+  [ $TILES_LAB_RC -eq 0 ] || { tail -3 "$OUT/tiles_lab.log"; LAB_RC=$TILES_LAB_RC; }
+  cat "$OUT/tiles_lab.log" >> "$OUT/bench.log" && rm -f "$OUT/tiles_lab.log"
+fi
 fi
 
 step "the main job on the GPU: epigemm demo (bf16, fp32) and epigemm check"

@@ -215,24 +215,32 @@ TEST(CutlassSupport, AcceptsItsKernelsAndDeclinesTheRestWithTheReason) {
   }
 }
 
-// Every kernel the lookups promise is there, is the one asked for (its name says the dtype, the
-// layout, the family and the activation), and accepts an aligned call of its kind through
-// supports(), CUTLASS's can_implement included; what is not instantiated is not found.
+// Every kernel the lookups promise is there, in every tile configuration its family instantiates,
+// and is the one asked for (its name says the dtype, the layout, the family, the activation and
+// the configuration); what is not instantiated is not found. Every call of a kernel's kind is
+// accepted through supports() (CUTLASS's can_implement of the configuration the rule picks
+// included).
 TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
   namespace cb = epigemm::cutlass_backend;
   const std::unique_ptr<epigemm::Backend> backend = epigemm::create_cutlass_backend();
-  const cb::TileConfig tile = cb::TileConfig::cooperative_128x128x64;
   const cb::OperandLayout layouts[] = {cb::OperandLayout::nn, cb::OperandLayout::nt, cb::OperandLayout::tn,
                                        cb::OperandLayout::tt};
   auto transposes = [](cb::OperandLayout layout, epigemm_op_t* ta, epigemm_op_t* tb) {
     *ta = layout == cb::OperandLayout::tn || layout == cb::OperandLayout::tt ? EPIGEMM_OP_T : EPIGEMM_OP_N;
     *tb = layout == cb::OperandLayout::nt || layout == cb::OperandLayout::tt ? EPIGEMM_OP_T : EPIGEMM_OP_N;
   };
-  auto expect_named = [](const cb::Kernel* kernel, const std::vector<std::string>& parts) {
-    ASSERT_NE(kernel, nullptr);
+  // Found and named as asked when the family instantiates the configuration; absent otherwise.
+  auto expect_lookup = [](const cb::Kernel* kernel, bool instantiated, const std::vector<std::string>& parts) {
+    if (!instantiated) {
+      EXPECT_EQ(kernel, nullptr) << parts.front() << ": not instantiated, yet found " << kernel->name;
+      return 0;
+    }
+    EXPECT_NE(kernel, nullptr) << parts.front();
+    if (kernel == nullptr) return 0;
     for (const std::string& part : parts) {
       EXPECT_NE(std::string(kernel->name).find(part), std::string::npos) << kernel->name << " lacks " << part;
     }
+    return 1;
   };
   auto expect_supported = [&](epigemm_epilogue_t e, epigemm_activation_t a, cb::OperandLayout layout,
                               epigemm_dtype_t dtype) {
@@ -246,48 +254,77 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
                                    << cb::operand_layout_name(layout) << " " << epigemm_dtype_name(dtype)
                                    << ": declined: " << support.reason;
   };
+  using cb::KernelFamily;
   int found = 0;
-  for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
-    const std::string dtype_name = epigemm_dtype_name(dtype);
-    EXPECT_EQ(cb::find_linear_combination_bias_kernel(EPIGEMM_DTYPE_F32, cb::OperandLayout::tn, tile), nullptr);
-    for (cb::OperandLayout layout : layouts) {
-      const std::string layout_name = cb::operand_layout_name(layout);
-      expect_named(cb::find_linear_combination_bias_kernel(dtype, layout, tile),
-                   {dtype_name + " " + layout_name + " linear_combination_bias", "128x128x64"});
-      ++found;
-      expect_supported(EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_ACTIVATION_GELU_TANH, layout, dtype);
-      expect_supported(EPIGEMM_EPILOGUE_BIAS, EPIGEMM_ACTIVATION_GELU_TANH, layout, dtype);
-      for (epigemm_activation_t a : non_identity_activations()) {
-        const std::string act = std::string("(") + epigemm_activation_name(a) + ")";
-        const cb::Kernel* forward = cb::find_forward_activation_aux_kernel(dtype, layout, a, tile);
-        const cb::Kernel* backward = cb::find_backward_activation_bgrad_kernel(dtype, layout, a, tile);
-        if (layout == cb::OperandLayout::tn) {
-          expect_named(forward, {dtype_name + " TN forward_activation_aux" + act});
-          ++found;
-          for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_ACT, EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_EPILOGUE_ACT_AUX,
-                                       EPIGEMM_EPILOGUE_ACT_AUX_BIAS}) {
-            expect_supported(e, a, layout, dtype);
+  for (cb::TileConfig tile : {cb::TileConfig::cooperative_128x128x64, cb::TileConfig::pingpong_128x128x64}) {
+    const std::string config = cb::tile_config_name(tile);
+    const bool bias_family = cb::instantiated_in(KernelFamily::linear_combination_bias, tile);
+    const bool forward_family = cb::instantiated_in(KernelFamily::forward_activation_aux, tile);
+    const bool backward_family = cb::instantiated_in(KernelFamily::backward_activation_bgrad, tile);
+    for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
+      const std::string dtype_name = epigemm_dtype_name(dtype);
+      EXPECT_EQ(cb::find_linear_combination_bias_kernel(EPIGEMM_DTYPE_F32, cb::OperandLayout::tn, tile), nullptr);
+      for (cb::OperandLayout layout : layouts) {
+        const std::string layout_name = cb::operand_layout_name(layout);
+        found += expect_lookup(cb::find_linear_combination_bias_kernel(dtype, layout, tile), bias_family,
+                               {dtype_name + " " + layout_name + " linear_combination_bias", config});
+        expect_supported(EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_ACTIVATION_GELU_TANH, layout, dtype);
+        expect_supported(EPIGEMM_EPILOGUE_BIAS, EPIGEMM_ACTIVATION_GELU_TANH, layout, dtype);
+        for (epigemm_activation_t a : non_identity_activations()) {
+          const std::string act = std::string("(") + epigemm_activation_name(a) + ")";
+          const cb::Kernel* forward = cb::find_forward_activation_aux_kernel(dtype, layout, a, tile);
+          const cb::Kernel* backward = cb::find_backward_activation_bgrad_kernel(dtype, layout, a, tile);
+          found += expect_lookup(forward, forward_family && layout == cb::OperandLayout::tn,
+                                 {dtype_name + " TN forward_activation_aux" + act, config});
+          if (layout == cb::OperandLayout::tn) {
+            for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_ACT, EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_EPILOGUE_ACT_AUX,
+                                         EPIGEMM_EPILOGUE_ACT_AUX_BIAS}) {
+              expect_supported(e, a, layout, dtype);
+            }
           }
-        } else {
-          EXPECT_EQ(forward, nullptr) << layout_name;
-        }
-        if (layout == cb::OperandLayout::nn) {
-          expect_named(backward, {dtype_name + " NN backward_activation_bgrad" + act});
-          ++found;
-          for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_DACT, EPIGEMM_EPILOGUE_DACT_BGRAD}) {
-            expect_supported(e, a, layout, dtype);
+          found += expect_lookup(backward, backward_family && layout == cb::OperandLayout::nn,
+                                 {dtype_name + " NN backward_activation_bgrad" + act, config});
+          if (layout == cb::OperandLayout::nn) {
+            for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_DACT, EPIGEMM_EPILOGUE_DACT_BGRAD}) {
+              expect_supported(e, a, layout, dtype);
+            }
           }
-        } else {
-          EXPECT_EQ(backward, nullptr) << layout_name;
         }
+        EXPECT_EQ(cb::find_forward_activation_aux_kernel(dtype, layout, EPIGEMM_ACTIVATION_IDENTITY, tile), nullptr);
+        EXPECT_EQ(cb::find_backward_activation_bgrad_kernel(dtype, layout, EPIGEMM_ACTIVATION_IDENTITY, tile), nullptr);
       }
-      EXPECT_EQ(cb::find_forward_activation_aux_kernel(dtype, layout, EPIGEMM_ACTIVATION_IDENTITY, tile), nullptr);
-      EXPECT_EQ(cb::find_backward_activation_bgrad_kernel(dtype, layout, EPIGEMM_ACTIVATION_IDENTITY, tile), nullptr);
     }
   }
-  EXPECT_EQ(found, 24);
+  // Cooperative: 8 linear_combination_bias + 8 forward + 8 backward; ping-pong: 8 forward.
+  EXPECT_EQ(found, 32);
+}
+// The tile order is a pure function of the call's tile grid and the SM count: runs of 4 tiles
+// from two waves of 128 x 128 tiles on, CUTLASS's default order below.
+TEST(CutlassSupport, TileOrderDependsOnTheTileGridOnly) {
+  namespace cb = epigemm::cutlass_backend;
+  const cb::DeviceFacts h200{0, 132};
+  auto order = [&](int64_t m, int64_t n) {
+    return cb::tile_order_for(host_probe_call(EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_ACTIVATION_RELU, EPIGEMM_OP_T,
+                                              EPIGEMM_OP_N, m, n, 64),
+                              h200)
+        .swizzle;
+  };
+  EXPECT_EQ(order(128 * 12, 128 * 22), 4);      // 264 tiles: two waves
+  EXPECT_EQ(order(128 * 12, 128 * 22 - 8), 4);  // a partial tile counts as a tile
+  EXPECT_EQ(order(128 * 11, 128 * 23), 1);      // 253 tiles
+  EXPECT_EQ(order(136, 200), 1);
+  EXPECT_EQ(order(16384, 8192), 4);
+  EXPECT_EQ(cb::tile_order_for(host_probe_call(EPIGEMM_EPILOGUE_DACT, EPIGEMM_ACTIVATION_RELU, EPIGEMM_OP_N,
+                                               EPIGEMM_OP_N, 2056, 2184, 8),
+                               h200)
+                .swizzle,
+            4);
 }
 #else
+TEST(CutlassSupport, TileOrderDependsOnTheTileGridOnly) {
+  GTEST_SKIP() << "SKIP: the cutlass backend is not built (no CUDA, no CUTLASS headers, or no 90a "
+                  "in CMAKE_CUDA_ARCHITECTURES)";
+}
 TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
   GTEST_SKIP() << "SKIP: the cutlass backend is not built (no CUDA, no CUTLASS headers, or no 90a "
                   "in CMAKE_CUDA_ARCHITECTURES)";
@@ -345,6 +382,11 @@ TEST(CutlassBackend, GridLargerThanTheSmCount) {
       cutlass_case(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, gelu, T, N, EPIGEMM_DTYPE_BF16, 2056, 1288, 136, 2002),
       cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, gelu, N, N, EPIGEMM_DTYPE_BF16, 2056, 1288, 136, 2003),
       cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_SILU, N, N, EPIGEMM_DTYPE_F16, 1032, 4104, 64, 2004),
+      // 17 x 18 = 306 tiles, at least twice the H200's 132 SMs: the tile order of runs of 4
+      // (cutlass_tile_config.hpp, tile_order_for), in the ping-pong and the cooperative kernels.
+      cutlass_case(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_ERF, T, N, EPIGEMM_DTYPE_BF16, 2056, 2184, 136, 2005),
+      cutlass_case(EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_ACTIVATION_RELU, T, N, EPIGEMM_DTYPE_F16, 2056, 2184, 72, 2006),
+      cutlass_case(EPIGEMM_EPILOGUE_DACT, EPIGEMM_ACTIVATION_GELU_TANH, N, N, EPIGEMM_DTYPE_BF16, 2056, 2184, 136, 2007),
   };
   for (const GemmCase& c : cases) run_on_cutlass_and_check(ctx, c);
 }
@@ -359,6 +401,8 @@ TEST(CutlassBackend, BitwiseRepeatableAcrossRunsAndContexts) {
   const epigemm_op_t N = EPIGEMM_OP_N, T = EPIGEMM_OP_T;
   const std::vector<GemmCase> cases = {
       cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_GELU_TANH, N, N, EPIGEMM_DTYPE_BF16, 1032, 3000, 64, 3000),
+      // 9 x 33 = 297 tiles: the tile order of runs of 4.
+      cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_RELU, N, N, EPIGEMM_DTYPE_BF16, 1032, 4104, 64, 3003),
       cutlass_case(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_ERF, T, N, EPIGEMM_DTYPE_F16, 1032, 1000, 264, 3001),
       cutlass_case(EPIGEMM_EPILOGUE_BIAS, EPIGEMM_ACTIVATION_GELU_TANH, N, T, EPIGEMM_DTYPE_BF16, 520, 1000, 1032, 3002),
   };

@@ -53,7 +53,8 @@ bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kAlignment
 const Kernel* kernel_for(const GemmCall& call, std::string* why_not) {
   const EpilogueParts parts = call.parts();
   const OperandLayout layout = cutlass_backend::operand_layout(call);
-  const cutlass_backend::TileConfig tile = cutlass_backend::tile_config_for(call);
+  using cutlass_backend::KernelFamily;
+  using cutlass_backend::tile_config_for;
   // The reasons are built only when a call is declined: run() looks the kernel up on every call.
   auto label = [&] { return epilogue_label(call.epilogue, call.activation); };
   const char* layout_name = cutlass_backend::operand_layout_name(layout);
@@ -72,7 +73,8 @@ const Kernel* kernel_for(const GemmCall& call, std::string* why_not) {
         *why_not = label() + ": the backward epilogues are instantiated for the activations other than identity";
         return nullptr;
       }
-      kernel = cutlass_backend::find_backward_activation_bgrad_kernel(call.d.dtype, layout, call.activation, tile);
+      kernel = cutlass_backend::find_backward_activation_bgrad_kernel(
+          call.d.dtype, layout, call.activation, tile_config_for(KernelFamily::backward_activation_bgrad, call));
       if (kernel == nullptr) {
         *why_not = label() + " with transa/transb " + layout_name + ": instantiated for NN (dgrad) only";
       }
@@ -83,11 +85,13 @@ const Kernel* kernel_for(const GemmCall& call, std::string* why_not) {
           *why_not = label() + ": an aux copy of D with the identity activation is not instantiated";
           return nullptr;
         }
-        kernel = cutlass_backend::find_linear_combination_bias_kernel(call.d.dtype, layout, tile);
+        kernel = cutlass_backend::find_linear_combination_bias_kernel(
+            call.d.dtype, layout, tile_config_for(KernelFamily::linear_combination_bias, call));
         if (kernel == nullptr) *why_not = label() + " with transa/transb " + layout_name + ": not instantiated";
         return kernel;
       }
-      kernel = cutlass_backend::find_forward_activation_aux_kernel(call.d.dtype, layout, call.activation, tile);
+      kernel = cutlass_backend::find_forward_activation_aux_kernel(
+          call.d.dtype, layout, call.activation, tile_config_for(KernelFamily::forward_activation_aux, call));
       if (kernel == nullptr) {
         *why_not = label() + " with transa/transb " + layout_name + ": instantiated for TN (fprop) only";
       }
@@ -205,25 +209,29 @@ class CutlassBackend final : public Backend {
 
   epigemm_backend_t id() const override { return EPIGEMM_BACKEND_CUTLASS; }
   bool usable() const override { return usable_; }
-  // Above cuda (20), below cublaslt where its table prefers it (30), for the forward activation
-  // epilogues with relu, gelu_erf or silu on GEMMs of at most 2^36 multiply-adds; elsewhere 1,
-  // below every other device backend. Measured on the H200 (bf16, 2026-12-01 07:34 UTC, the five
-  // public shapes): on 4096,1024,4096 and 2048,768,3072 these kernels took 1.17-1.29 of the plain
-  // GEMM with relu (ACT .. ACT_AUX_BIAS) against cuda's 1.53-1.79, and 1.45-1.56 with gelu_erf
-  // against 1.59-1.84; on the three larger shapes (5.5e11 multiply-adds and more) cuda was as fast
-  // or faster except for relu with an aux, and in the backward epilogues this first kernel set was
-  // not faster. silu joined once its exponential and division became the hardware's (as
-  // gelu_tanh's): at 13:29 UTC its four forward epilogues took 0.0692-0.0769 ms here against
-  // cuda's 0.0870-0.0966 on 4096,1024,4096 and 0.0262-0.0288 against 0.0316-0.0372 on
-  // 2048,768,3072. docs/dev/cutlass_backend.md, "Dispatch".
+  // Measured on the H200 (bf16, 2026-12-01 18:08 UTC, the five public shapes; docs/dev/
+  // cutlass_backend.md, "Dispatch"), with the tile configurations and orders of
+  // cutlass_tile_config.hpp:
+  //   - forward activation epilogues (ACT .. ACT_AUX_BIAS, any activation but the identity): on
+  //     the four GEMMs of 2^33 multiply-adds and more, cutlass (ping-pong) was the fastest backend
+  //     in every case, 0-7% faster than cuBLASLt's fused epilogues where it has them and 4-20%
+  //     faster than cuda; on 2048,768,3072 (2^32.2) cuBLASLt was 7-23% faster where it has the
+  //     epilogue and cutlass 7-36% faster than cuda. So 35 (above cublaslt's 30) on large GEMMs,
+  //     25 (between cuda's 20 and cublaslt) on small ones.
+  //   - DACT without the bias gradient: cutlass was 1-11% faster than cuda and cuBLASLt on the large
+  //     GEMMs but for 8192,4096,16384 (within 1% either way), 23-32% slower on 2048,768,3072: 35 on
+  //     large GEMMs, else 1. DACT_BGRAD: the row-sum reduction made it up to 45% slower than cuda
+  //     (8192,16384,4096): 1.
+  //   - the plain epilogues (DEFAULT, BIAS) and the bias gradients of an operand: 1, below every
+  //     other device backend.
   int auto_priority(const GemmCall& call) const override {
-    constexpr double kMaxMultiplyAdds = double(int64_t(1) << 36);
+    constexpr double kLargeMultiplyAdds = double(int64_t(1) << 33);
     const EpilogueParts parts = call.parts();
-    const bool activation = parts.activation == EPIGEMM_ACTIVATION_RELU ||
-                            parts.activation == EPIGEMM_ACTIVATION_GELU_ERF ||
-                            parts.activation == EPIGEMM_ACTIVATION_SILU;
     const double multiply_adds = double(call.gemm_m) * double(call.gemm_n) * double(call.gemm_k);
-    return !parts.backward() && activation && multiply_adds <= kMaxMultiplyAdds ? 25 : 1;
+    const bool large = multiply_adds >= kLargeMultiplyAdds;
+    if (parts.activation == EPIGEMM_ACTIVATION_IDENTITY) return 1;
+    if (!parts.backward()) return large ? 35 : 25;
+    return large && !parts.writes_bias_grad() ? 35 : 1;
   }
   Support supports(const GemmCall& call) const override;
   size_t workspace_bytes(const GemmCall& call) const override;
@@ -258,7 +266,7 @@ Support CutlassBackend::supports(const GemmCall& call) const {
   if (kernel == nullptr) return Support::no(why_not);
   const std::string broken = operand_rule_broken(call);
   if (!broken.empty()) return Support::no(broken);
-  const Status can = kernel->check_can_implement(call, device_);
+  const Status can = kernel->check_can_implement(call, device_, cutlass_backend::tile_order_for(call, device_));
   if (!can.ok()) return Support::no(can.message());
   return Support::yes();
 }
@@ -266,14 +274,14 @@ Support CutlassBackend::supports(const GemmCall& call) const {
 size_t CutlassBackend::workspace_bytes(const GemmCall& call) const {
   std::string why_not;
   const Kernel* kernel = kernel_for(call, &why_not);
-  return kernel == nullptr ? 0 : kernel->workspace_bytes(call, device_);
+  return kernel == nullptr ? 0 : kernel->workspace_bytes(call, device_, cutlass_backend::tile_order_for(call, device_));
 }
 
 Status CutlassBackend::run(const GemmCall& call) {
   std::string why_not;
   const Kernel* kernel = kernel_for(call, &why_not);
   if (kernel == nullptr) return error(EPIGEMM_STATUS_NOT_SUPPORTED, "cutlass declines this call: ", why_not);
-  return kernel->run(call, device_);
+  return kernel->run(call, device_, cutlass_backend::tile_order_for(call, device_));
 }
 
 }  // namespace

@@ -189,7 +189,7 @@ struct CutlassGemm {
 
   // The call as CUTLASS's arguments; workspace is not part of them. C is D itself (read only when
   // beta != 0: CUTLASS skips the source load when beta is 0, so a NaN D_old is never read).
-  static Arguments arguments(const GemmCall& call, const DeviceFacts& device) {
+  static Arguments arguments(const GemmCall& call, const DeviceFacts& device, TileOrder order) {
     using StrideA = typename GemmKernel::StrideA;
     using StrideB = typename GemmKernel::StrideB;
     using StrideC = typename GemmKernel::StrideC;
@@ -210,11 +210,12 @@ struct CutlassGemm {
     Family::set(args.epilogue.thread, call);
     args.hw_info.device_id = device.device_id;
     args.hw_info.sm_count = device.sm_count;
+    args.scheduler.max_swizzle_size = order.swizzle;
     return args;
   }
 
-  static Status check_can_implement(const GemmCall& call, const DeviceFacts& device) {
-    const cutlass::Status status = Gemm::can_implement(arguments(call, device));
+  static Status check_can_implement(const GemmCall& call, const DeviceFacts& device, TileOrder order) {
+    const cutlass::Status status = Gemm::can_implement(arguments(call, device, order));
     if (status != cutlass::Status::kSuccess) {
       return error(EPIGEMM_STATUS_NOT_SUPPORTED, "CUTLASS's can_implement refuses ", name(), ": ",
                    cutlassGetStatusString(status));
@@ -222,13 +223,13 @@ struct CutlassGemm {
     return Status();
   }
 
-  static size_t workspace_bytes(const GemmCall& call, const DeviceFacts& device) {
-    const size_t bytes = Gemm::get_workspace_size(arguments(call, device));
+  static size_t workspace_bytes(const GemmCall& call, const DeviceFacts& device, TileOrder order) {
+    const size_t bytes = Gemm::get_workspace_size(arguments(call, device, order));
     return bytes == 0 ? 0 : bytes + kWorkspaceAlignment;
   }
 
-  static Status run(const GemmCall& call, const DeviceFacts& device) {
-    const Arguments args = arguments(call, device);
+  static Status run(const GemmCall& call, const DeviceFacts& device, TileOrder order) {
+    const Arguments args = arguments(call, device, order);
     void* workspace = nullptr;
     if (Gemm::get_workspace_size(args) > 0) {
       const uintptr_t address = reinterpret_cast<uintptr_t>(call.workspace);

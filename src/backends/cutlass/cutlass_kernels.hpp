@@ -51,6 +51,15 @@ struct DeviceFacts {
   int sm_count = 0;
 };
 
+// The order in which the persistent grid walks the output tiles: CUTLASS's sm90 tile scheduler
+// visits them in runs of `swizzle` tiles across the rasterized dimension (1, 2, 4 or 8; CUTLASS
+// lowers it where the tile grid is narrower), so that the CTAs running at the same time share rows
+// of A and columns of B in L2. It changes which tile runs when, not what any tile computes: D,
+// aux and the bias-gradient sums (added in tile order) are the same for every value.
+struct TileOrder {
+  int swizzle = 1;
+};
+
 // One compiled kernel. The call passed to each function has been accepted by validate() and by the
 // backend's own checks (dtypes, alignment, extents: cutlass_backend.cpp), so only what CUTLASS
 // itself decides is left to check_can_implement.
@@ -58,17 +67,19 @@ struct Kernel {
   // "bf16 TN forward_activation_aux(gelu_tanh) cooperative 128x128x64 cluster 1x1x1"
   const char* name;
   // CUTLASS's can_implement for the call's arguments (a status naming the kernel when it refuses).
-  Status (*check_can_implement)(const GemmCall& call, const DeviceFacts& device);
+  Status (*check_can_implement)(const GemmCall& call, const DeviceFacts& device, TileOrder order);
   // Bytes of workspace the kernel uses for this call's shapes (the DACT_BGRAD partial row sums and
   // tile counters), plus the slack to align the caller's workspace to 16 bytes.
-  size_t (*workspace_bytes)(const GemmCall& call, const DeviceFacts& device);
+  size_t (*workspace_bytes)(const GemmCall& call, const DeviceFacts& device, TileOrder order);
   // Initializes the workspace (a cudaMemsetAsync of the tile counters where there are any) and
   // launches the kernel, both on call.stream. No allocation, no synchronization.
-  Status (*run)(const GemmCall& call, const DeviceFacts& device);
+  Status (*run)(const GemmCall& call, const DeviceFacts& device, TileOrder order);
 };
 
 // The tile configuration a call runs with: a pure function of the call (cutlass_tile_config.hpp).
-enum class TileConfig { cooperative_128x128x64 };
+// Every family has cooperative_128x128x64; pingpong_128x128x64 is instantiated for the families
+// that instantiated_in names (cutlass_tile_config.hpp); a lookup returns nullptr for the others.
+enum class TileConfig { cooperative_128x128x64, pingpong_128x128x64 };
 
 // Lookups, one per family and translation unit. dtype is the dtype of A, B and D (bias, aux and
 // bias_grad are in it too).

@@ -28,7 +28,7 @@ const Kernel* by_activation(epigemm_activation_t activation) {
 const Kernel* find_backward_activation_bgrad_kernel(epigemm_dtype_t dtype, OperandLayout layout,
                                                  epigemm_activation_t activation, TileConfig tile) {
   if (layout != OperandLayout::nn) return nullptr;
-  return visit_tile_config(tile, [&](auto config) -> const Kernel* {
+  return visit_tile_config<KernelFamily::backward_activation_bgrad>(tile, [&](auto config) -> const Kernel* {
     using Config = decltype(config);
     switch (dtype) {
       case EPIGEMM_DTYPE_BF16: return by_activation<EPIGEMM_DTYPE_BF16, Config>(activation);

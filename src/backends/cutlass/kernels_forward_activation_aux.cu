@@ -1,7 +1,7 @@
 // The forward_activation_aux kernels (ACT, ACT_BIAS, ACT_AUX, ACT_AUX_BIAS): bf16 and f16, the
 // fprop layout TN only (where a linear layer's forward activation is), every activation but the
 // identity (with the identity these epilogues are DEFAULT / BIAS, or an aux copy of D that is not
-// instantiated), one tile configuration: 8 kernels.
+// instantiated), two tile configurations (cooperative and ping-pong 128x128x64): 16 kernels.
 #include <type_traits>
 
 #include "backends/cutlass/cutlass_gemm.cuh"
@@ -28,7 +28,7 @@ const Kernel* by_activation(epigemm_activation_t activation) {
 const Kernel* find_forward_activation_aux_kernel(epigemm_dtype_t dtype, OperandLayout layout,
                                                  epigemm_activation_t activation, TileConfig tile) {
   if (layout != OperandLayout::tn) return nullptr;
-  return visit_tile_config(tile, [&](auto config) -> const Kernel* {
+  return visit_tile_config<KernelFamily::forward_activation_aux>(tile, [&](auto config) -> const Kernel* {
     using Config = decltype(config);
     switch (dtype) {
       case EPIGEMM_DTYPE_BF16: return by_activation<EPIGEMM_DTYPE_BF16, Config>(activation);

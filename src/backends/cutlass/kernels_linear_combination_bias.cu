@@ -21,7 +21,7 @@ const Kernel* by_layout(OperandLayout layout) {
 }  // namespace
 
 const Kernel* find_linear_combination_bias_kernel(epigemm_dtype_t dtype, OperandLayout layout, TileConfig tile) {
-  return visit_tile_config(tile, [&](auto config) -> const Kernel* {
+  return visit_tile_config<KernelFamily::linear_combination_bias>(tile, [&](auto config) -> const Kernel* {
     using Config = decltype(config);
     switch (dtype) {
       case EPIGEMM_DTYPE_BF16: return by_layout<EPIGEMM_DTYPE_BF16, Config>(layout);
