@@ -213,15 +213,15 @@ class CutlassBackend final : public Backend {
   // cutlass_backend.md, "Dispatch"), with the tile configurations and orders of
   // cutlass_tile_config.hpp:
   //   - forward activation epilogues (ACT .. ACT_AUX_BIAS, any activation but the identity): on
-  //     the four GEMMs of 2^33 multiply-adds and more, cutlass (ping-pong) was the fastest backend
-  //     in every case, 0-7% faster than cuBLASLt's fused epilogues where it has them and 4-20%
-  //     faster than cuda; on 2048,768,3072 (2^32.2) cuBLASLt was 7-23% faster where it has the
-  //     epilogue and cutlass 7-36% faster than cuda. So 35 (above cublaslt's 30) on large GEMMs,
-  //     25 (between cuda's 20 and cublaslt) on small ones.
-  //   - DACT without the bias gradient: cutlass was 1-11% faster than cuda and cuBLASLt on the large
-  //     GEMMs but for 8192,4096,16384 (within 1% either way), 23-32% slower on 2048,768,3072: 35 on
-  //     large GEMMs, else 1. DACT_BGRAD: the row-sum reduction made it up to 45% slower than cuda
-  //     (8192,16384,4096): 1.
+  //     the four GEMMs of 2^33 multiply-adds and more, cutlass (ping-pong) took 0.90-1.01 of the
+  //     time of cuBLASLt's fused epilogues where it has them (slower on one case, by 1.1%) and
+  //     0.56-0.97 of cuda's; on 2048,768,3072 (2^32.2) 1.08-1.21 of cuBLASLt's where it has the
+  //     epilogue and 0.64-0.94 of cuda's. So 35 (above cublaslt's 30) on large GEMMs, 25 (between
+  //     cuda's 20 and cublaslt) on small ones.
+  //   - DACT without the bias gradient: on the large GEMMs cutlass took 0.89-0.98 of the time of
+  //     the faster of cuda and cuBLASLt, except on 8192,4096,16384 (0.99-1.01); on 2048,768,3072
+  //     1.26-1.37 of cuda's: 35 on large GEMMs, else 1. DACT_BGRAD: the row-sum reduction made it
+  //     up to 1.45 of cuda's time (8192,16384,4096): 1.
   //   - the plain epilogues (DEFAULT, BIAS) and the bias gradients of an operand: 1, below every
   //     other device backend.
   int auto_priority(const GemmCall& call) const override {
