@@ -39,8 +39,10 @@
 #include "backends/cutlass/cutlass_kernels.hpp"
 #include "backends/cutlass/cutlass_tile_config.hpp"
 #include "core/epilogue_parts.hpp"
+#include "core/layer_mapping.hpp"
 #include "core/names.hpp"
 #include "harness/cuda_timing.cuh"
+#include "harness/layer_shapes.hpp"
 
 namespace {
 
@@ -54,16 +56,11 @@ using epigemm_bench::die;
     if (st_ != CUBLAS_STATUS_SUCCESS) die(std::string(#expr) + " failed");     \
   } while (0)
 
-struct Shape {
-  int64_t tokens, in, out;
-};
-// The public shapes of the benchmark and the `derive` part of its generalization set
-// (bench/epigemm_bench_gpu.cu): a rule may be fitted to these; the held-out part checks it there.
-const Shape kPublic[] = {{8192, 4096, 16384}, {8192, 16384, 4096}, {4096, 1024, 4096}, {16384, 8192, 28672}, {2048, 768, 3072}};
-const Shape kDerive[] = {{256, 768, 3072},    {512, 1024, 4096},   {1000, 768, 3072},   {1024, 2048, 8192},
-                         {1536, 5120, 5120},  {2048, 2560, 10240}, {2048, 4096, 12288}, {3000, 1536, 6144},
-                         {4096, 4096, 11008}, {4096, 11008, 4096}, {512, 8192, 8192},   {6144, 3072, 12288},
-                         {8192, 5120, 13824}, {8192, 13824, 5120}, {12288, 2048, 8192}, {16384, 1024, 4096}};
+// The benchmark's public shapes and the `derive` part of its generalization set
+// (bench/harness/layer_shapes.hpp): a rule may be fitted to these; the held-out part checks it.
+using epigemm_bench::kDeriveShapes;
+using epigemm_bench::kPublicShapes;
+using epigemm_bench::Shape;
 
 struct Case {
   epigemm_epilogue_t epilogue;
@@ -107,58 +104,44 @@ const cb::Kernel* find_kernel(const Case& c, cb::TileConfig tile) {
   return nullptr;
 }
 
-// One set of operands of a shape in GEMM terms (the passes' mapping of docs/conventions.md):
-// op(A) m x k, op(B) k x n, D, aux m x n column-major, bias / bias_grad of length m.
+// One set of operands of a pass, the layer's row-major tensors as a framework holds them:
+//   fprop: w = W [out, in], input = X [tokens, in], output = Y [tokens, out], aux = pre_act, vec = bias [out]
+//   dgrad: w = W [out, in], input = dY [tokens, out], output = dX [tokens, in], aux = pre_act, vec = bias_grad [in]
 struct Operands {
-  std::unique_ptr<DeviceBuffer> a, b, d, aux, vec;
+  std::unique_ptr<DeviceBuffer> w, input, output, aux, vec;
 };
 
-epigemm::Matrix matrix(void* p, int64_t rows, int64_t cols, int64_t ld) {
-  epigemm::Matrix x;
-  x.data = p;
-  x.dtype = EPIGEMM_DTYPE_BF16;
-  x.rows = rows;
-  x.cols = cols;
-  x.ld = ld;
-  x.memory = EPIGEMM_MEMORY_DEVICE;
-  return x;
-}
+// The features of the pass's input and output (fprop: in -> out; dgrad: out -> in).
+int64_t input_features(const Shape& s, bool forward) { return forward ? s.in : s.out; }
+int64_t output_features(const Shape& s, bool forward) { return forward ? s.out : s.in; }
 
-struct Gemm {
-  bool forward;  // fprop TN, else dgrad NN
-  int64_t m, n, k;
-};
-
-Gemm gemm_of(const Shape& s, bool forward) {
-  return forward ? Gemm{true, s.out, s.tokens, s.in} : Gemm{false, s.in, s.tokens, s.out};
-}
-
-epigemm::GemmCall call_of(const Gemm& g, const Case& c, const Operands& o, void* workspace, size_t workspace_bytes,
-                          cudaStream_t stream) {
+// The call the layer API would make for the case: the library's one layer -> GEMM mapping
+// (core/layer_mapping.hpp) on the operand set, then the case's epilogue, with the backend named.
+epigemm::GemmCall call_of(const Shape& s, bool forward, const Case& c, const Operands& o, void* workspace,
+                          size_t workspace_bytes, cudaStream_t stream) {
+  auto tensor = [](void* p, int64_t rows, int64_t cols) {
+    return epigemm_tensor_t{p, EPIGEMM_DTYPE_BF16, rows, cols, cols, EPIGEMM_MEMORY_DEVICE};
+  };
+  const int64_t out_features = output_features(s, forward);
+  const epigemm_tensor_t w = tensor(o.w->ptr, s.out, s.in);
+  const epigemm_tensor_t input = tensor(o.input->ptr, s.tokens, input_features(s, forward));
+  const epigemm_tensor_t output = tensor(o.output->ptr, s.tokens, out_features);
+  const epigemm_tensor_t pre_act = tensor(o.aux->ptr, s.tokens, out_features);
+  const epigemm_vector_t vec{o.vec->ptr, EPIGEMM_DTYPE_BF16, out_features, EPIGEMM_MEMORY_DEVICE};
+  const epigemm::EpilogueParts parts = epigemm::epilogue_parts(c.epilogue, c.activation);
+  epigemm::LayerTensors tensors;
+  tensors.w = &w;
+  (forward ? tensors.x : tensors.dy) = &input;
+  (forward ? tensors.y : tensors.dx) = &output;
+  if (parts.uses_aux()) tensors.pre_act = &pre_act;
+  if (parts.reads_bias()) tensors.bias = &vec;
+  if (parts.writes_bias_grad()) tensors.bias_grad = &vec;
   epigemm::GemmCall call;
-  call.transa = g.forward ? EPIGEMM_OP_T : EPIGEMM_OP_N;
-  call.transb = EPIGEMM_OP_N;
-  call.gemm_m = g.m;
-  call.gemm_n = g.n;
-  call.gemm_k = g.k;
-  // fprop: A = W stored [out, in] row-major, i.e. k x m column-major; dgrad: A = W, m x k.
-  call.a = g.forward ? matrix(o.a->ptr, g.k, g.m, g.k) : matrix(o.a->ptr, g.m, g.k, g.m);
-  call.b = matrix(o.b->ptr, g.k, g.n, g.k);
-  call.d = matrix(o.d->ptr, g.m, g.n, g.m);
+  const epigemm::Status mapped =
+      epigemm::map_layer_to_gemm(forward ? epigemm::LayerPass::fprop : epigemm::LayerPass::dgrad, tensors, &call);
+  if (!mapped.ok()) die(mapped.message());
   call.epilogue = c.epilogue;
   call.activation = c.activation;
-  const epigemm::EpilogueParts parts = call.parts();
-  call.has_aux = parts.uses_aux();
-  if (call.has_aux) call.aux = matrix(o.aux->ptr, g.m, g.n, g.m);
-  epigemm::Vector v;
-  v.data = o.vec->ptr;
-  v.dtype = EPIGEMM_DTYPE_BF16;
-  v.length = g.m;
-  v.memory = EPIGEMM_MEMORY_DEVICE;
-  call.has_bias = parts.reads_bias();
-  if (call.has_bias) call.bias = v;
-  call.has_bias_grad = parts.writes_bias_grad();
-  if (call.has_bias_grad) call.bias_grad = v;
   call.backend = EPIGEMM_BACKEND_CUTLASS;
   call.workspace = workspace;
   call.workspace_bytes = workspace_bytes;
@@ -196,8 +179,8 @@ double scaled_difference(const std::vector<uint16_t>& x, const std::vector<uint1
 
 std::vector<Shape> parse_shapes(const std::string& which) {
   std::vector<Shape> shapes;
-  if (which == "public" || which == "both") shapes.assign(std::begin(kPublic), std::end(kPublic));
-  if (which == "derive" || which == "both") shapes.insert(shapes.end(), std::begin(kDerive), std::end(kDerive));
+  if (which == "public" || which == "both") shapes.assign(std::begin(kPublicShapes), std::end(kPublicShapes));
+  if (which == "derive" || which == "both") shapes.insert(shapes.end(), std::begin(kDeriveShapes), std::end(kDeriveShapes));
   if (!shapes.empty()) return shapes;
   std::stringstream list(which);
   std::string item;
@@ -276,38 +259,50 @@ int main(int argc, char** argv) {
 
   for (const Shape& s : parse_shapes(which_shapes)) {
     for (bool forward : {true, false}) {
-      const Gemm g = gemm_of(s, forward);
       std::vector<Case> pass_cases;
       for (const Case& c : cases) {
         if ((c.family != cb::KernelFamily::backward_activation_bgrad) == forward) pass_cases.push_back(c);
       }
       if (pass_cases.empty()) continue;
-      const size_t set_bytes = size_t(2) * size_t(g.m * g.k + g.k * g.n + 2 * g.m * g.n + g.m);
+      // Elements of each tensor of an operand set (bf16).
+      const int64_t w_count = s.out * s.in, input_count = s.tokens * input_features(s, forward);
+      const int64_t output_count = s.tokens * output_features(s, forward), vec_count = output_features(s, forward);
+      const size_t set_bytes = size_t(2) * size_t(w_count + input_count + 2 * output_count + vec_count);
       const int sets = int(std::min<size_t>(8, std::max<size_t>(1, (size_t(512) << 20) / set_bytes + 1)));
       std::vector<Operands> ops(static_cast<size_t>(sets));
       for (int i = 0; i < sets; ++i) {
         Operands& o = ops[size_t(i)];
-        o.a = std::make_unique<DeviceBuffer>(size_t(2 * g.m * g.k));
-        o.b = std::make_unique<DeviceBuffer>(size_t(2 * g.k * g.n));
-        o.d = std::make_unique<DeviceBuffer>(size_t(2 * g.m * g.n));
-        o.aux = std::make_unique<DeviceBuffer>(size_t(2 * g.m * g.n));
-        o.vec = std::make_unique<DeviceBuffer>(size_t(2 * g.m));
-        epigemm_bench::fill_uniform(o.a->ptr, false, g.m * g.k, 10 + uint64_t(i), 1.0f);
-        epigemm_bench::fill_uniform(o.b->ptr, false, g.k * g.n, 20 + uint64_t(i), 1.0f);
-        epigemm_bench::fill_uniform(o.aux->ptr, false, g.m * g.n, 30 + uint64_t(i), 2.0f);
-        epigemm_bench::fill_uniform(o.vec->ptr, false, g.m, 40 + uint64_t(i), 1.0f);
+        o.w = std::make_unique<DeviceBuffer>(size_t(2 * w_count));
+        o.input = std::make_unique<DeviceBuffer>(size_t(2 * input_count));
+        o.output = std::make_unique<DeviceBuffer>(size_t(2 * output_count));
+        o.aux = std::make_unique<DeviceBuffer>(size_t(2 * output_count));
+        o.vec = std::make_unique<DeviceBuffer>(size_t(2 * vec_count));
+        epigemm_bench::fill_uniform(o.w->ptr, false, w_count, 10 + uint64_t(i), 1.0f);
+        epigemm_bench::fill_uniform(o.input->ptr, false, input_count, 20 + uint64_t(i), 1.0f);
+        epigemm_bench::fill_uniform(o.aux->ptr, false, output_count, 30 + uint64_t(i), 2.0f);
+        epigemm_bench::fill_uniform(o.vec->ptr, false, vec_count, 40 + uint64_t(i), 1.0f);
       }
       // The fills run on the legacy default stream, which a non-blocking stream does not wait for.
       EPIGEMM_BENCH_CUDA_OK(cudaDeviceSynchronize());
+      // The plain GEMM of the pass, in the GEMM terms of the library's mapping (DEFAULT's call of
+      // each operand set, made before the timing).
+      std::vector<epigemm::GemmCall> plain_calls;
+      for (const Operands& o : ops) {
+        plain_calls.push_back(call_of(s, forward, {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_ACTIVATION_IDENTITY,
+                                                   cb::KernelFamily::linear_combination_bias},
+                                      o, nullptr, 0, stream));
+      }
       auto cublas_call = [&](int rep) {
-        const Operands& o = ops[size_t(rep % sets)];
+        const epigemm::GemmCall& g = plain_calls[size_t(rep % sets)];
         const float alpha = 1.0f, beta = 0.0f;
-        CUBLAS_LAB_OK(cublasGemmEx(blas, forward ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, int(g.m), int(g.n),
-                                   int(g.k), &alpha, o.a->ptr, CUDA_R_16BF, int(forward ? g.k : g.m), o.b->ptr,
-                                   CUDA_R_16BF, int(g.k), &beta, o.d->ptr, CUDA_R_16BF, int(g.m),
-                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        auto op = [](epigemm_op_t t) { return t == EPIGEMM_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N; };
+        CUBLAS_LAB_OK(cublasGemmEx(blas, op(g.transa), op(g.transb), int(g.gemm_m), int(g.gemm_n), int(g.gemm_k),
+                                   &alpha, g.a.data, CUDA_R_16BF, int(g.a.ld), g.b.data, CUDA_R_16BF, int(g.b.ld),
+                                   &beta, g.d.data, CUDA_R_16BF, int(g.d.ld), CUBLAS_COMPUTE_32F,
+                                   CUBLAS_GEMM_DEFAULT));
       };
-      const int64_t tiles = ((g.m + 127) / 128) * ((g.n + 127) / 128);
+      const epigemm::GemmCall pass_call = call_of(s, forward, pass_cases[0], ops[0], nullptr, 0, stream);
+      const int64_t tiles = ((pass_call.gemm_m + 127) / 128) * ((pass_call.gemm_n + 127) / 128);
       for (const Case& c : pass_cases) {
         std::vector<Variant> variants;
         for (cb::TileConfig t : kConfigs) {
@@ -318,7 +313,7 @@ int main(int argc, char** argv) {
         if (variants.empty()) die(std::string("no kernel for ") + epigemm_epilogue_name(c.epilogue));
         size_t workspace_bytes = 0;
         {
-          const epigemm::GemmCall probe = call_of(g, c, ops[0], nullptr, 0, stream);
+          const epigemm::GemmCall probe = call_of(s, forward, c, ops[0], nullptr, 0, stream);
           for (const Variant& v : variants) {
             const epigemm::Status can = v.kernel->check_can_implement(probe, device, cb::TileOrder{v.swizzle});
             if (!can.ok()) die(can.message());
@@ -328,7 +323,7 @@ int main(int argc, char** argv) {
         DeviceBuffer workspace(std::max<size_t>(workspace_bytes, 16));
         auto run = [&](size_t which, int rep) {
           const epigemm::GemmCall call =
-              call_of(g, c, ops[size_t(rep % sets)], workspace.ptr, workspace_bytes, stream);
+              call_of(s, forward, c, ops[size_t(rep % sets)], workspace.ptr, workspace_bytes, stream);
           const epigemm::Status st = variants[which].kernel->run(call, device, cb::TileOrder{variants[which].swizzle});
           if (!st.ok()) die(st.message());
         };
@@ -339,8 +334,8 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < variants.size(); ++i) {
           run(i, 0);
           EPIGEMM_BENCH_CUDA_OK(cudaStreamSynchronize(stream));
-          std::vector<uint16_t> d = download(ops[0].d->ptr, g.m * g.n);
-          std::vector<uint16_t> vec = download(ops[0].vec->ptr, g.m);
+          std::vector<uint16_t> d = download(ops[0].output->ptr, output_count);
+          std::vector<uint16_t> vec = download(ops[0].vec->ptr, vec_count);
           if (i == 0) {
             first_d = std::move(d);
             first_vec = std::move(vec);
@@ -365,7 +360,7 @@ int main(int argc, char** argv) {
         for (size_t i = 1; i < variants.size(); ++i) {
           if (ms[i + 1] < ms[best + 1]) best = i;
         }
-        const epigemm::GemmCall probe = call_of(g, c, ops[0], nullptr, 0, stream);
+        const epigemm::GemmCall probe = call_of(s, forward, c, ops[0], nullptr, 0, stream);
         const std::string rule =
             variant_name(cb::tile_config_for(c.family, probe), cb::tile_order_for(probe, device).swizzle);
         const std::string label = epigemm::epilogue_label(c.epilogue, c.activation);
