@@ -298,8 +298,9 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
   // Cooperative: 8 linear_combination_bias + 8 forward + 8 backward; ping-pong: 8 forward.
   EXPECT_EQ(found, 32);
 }
-// The tile order is a pure function of the call's tile grid and the SM count: runs of 4 tiles
-// from two waves of 128 x 128 tiles on, CUTLASS's default order below.
+// The tile order is a pure function of the call's tile grid and the SM count: runs of 4 (else 2)
+// tiles from two waves of 128 x 128 tiles on, where CUTLASS's rounding of the grid to the swizzle
+// adds at most 1/32 to the tiles; CUTLASS's default order elsewhere.
 TEST(CutlassSupport, TileOrderDependsOnTheTileGridOnly) {
   namespace cb = epigemm::cutlass_backend;
   const cb::DeviceFacts h200{0, 132};
@@ -309,19 +310,56 @@ TEST(CutlassSupport, TileOrderDependsOnTheTileGridOnly) {
                               h200)
         .swizzle;
   };
-  EXPECT_EQ(order(128 * 12, 128 * 22), 4);      // 264 tiles: two waves
-  EXPECT_EQ(order(128 * 12, 128 * 22 - 8), 4);  // a partial tile counts as a tile
-  EXPECT_EQ(order(128 * 11, 128 * 23), 1);      // 253 tiles
+  EXPECT_EQ(order(128 * 12, 128 * 24), 4);      // 288 tiles, both counts multiples of 4
+  EXPECT_EQ(order(128 * 12 - 8, 128 * 24 - 8), 4);  // a partial tile counts as a tile
+  EXPECT_EQ(order(128 * 12, 128 * 22), 2);      // 22 would round to 24 (+9%); 2 divides it
+  EXPECT_EQ(order(128 * 11, 128 * 23), 1);      // 253 tiles: under two waves
   EXPECT_EQ(order(136, 200), 1);
   EXPECT_EQ(order(16384, 8192), 4);
+  EXPECT_EQ(order(28800, 8192), 4);             // 225 x 64 rounds to 228 x 64: +1.3%
+  EXPECT_EQ(order(16384, 384), 1);              // 128 x 3 rounds to 128 x 4 under 4 and 2 (+33%)
+  EXPECT_EQ(order(14336, 768), 2);              // 112 x 6: 8 under 4 (+33%), 6 under 2
   EXPECT_EQ(cb::tile_order_for(host_probe_call(EPIGEMM_EPILOGUE_DACT, EPIGEMM_ACTIVATION_RELU, EPIGEMM_OP_N,
                                                EPIGEMM_OP_N, 2056, 2184, 8),
                                h200)
                 .swizzle,
-            4);
+            1);  // 17 x 18: +38% under 4, +5.9% under 2
+}
+
+// auto's priority for cutlass reads the epilogue's parts and the waves of 128 x 128 tiles over the
+// SMs: forward activation epilogues 35 from 7 waves on, 25 from 1.5, else 1; DACT without the bias
+// gradient 35 from 7 waves on, else 1; DACT_BGRAD, the identity and the plain epilogues 1.
+TEST(CutlassSupport, AutoPriorityDependsOnTheEpilogueAndTheWaves) {
+  namespace cb = epigemm::cutlass_backend;
+  const cb::DeviceFacts h200{0, 132};
+  const epigemm_op_t N = EPIGEMM_OP_N, T = EPIGEMM_OP_T;
+  auto priority = [&](epigemm_epilogue_t e, epigemm_activation_t act, int64_t m, int64_t n) {
+    const bool forward = e == EPIGEMM_EPILOGUE_ACT || e == EPIGEMM_EPILOGUE_ACT_BIAS || e == EPIGEMM_EPILOGUE_ACT_AUX ||
+                         e == EPIGEMM_EPILOGUE_ACT_AUX_BIAS || e == EPIGEMM_EPILOGUE_BIAS;
+    return cb::auto_priority_for(host_probe_call(e, act, forward ? T : N, N, m, n, 64), h200);
+  };
+  const epigemm_activation_t silu = EPIGEMM_ACTIVATION_SILU, gelu = EPIGEMM_ACTIVATION_GELU_TANH;
+  // 132 * 7 = 924 tiles: 32 x 29 = 928 is 7.03 waves, 32 x 28 = 896 is 6.8.
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, silu, 128 * 32, 128 * 29), 35);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, silu, 128 * 32, 128 * 28), 25);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT, gelu, 128 * 20, 128 * 10), 25);  // 200 tiles: 1.52 waves
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT, gelu, 128 * 16, 128 * 12), 1);   // 192 tiles: 1.45 waves
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 32, 128 * 29), 35);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 32, 128 * 28), 1);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 128, 128 * 64), 1);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_IDENTITY, 128 * 128, 128 * 64), 1);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_BIAS, gelu, 128 * 128, 128 * 64), 1);
+  // The same grid on an SM count twice the H200's is half the waves.
+  EXPECT_EQ(cb::auto_priority_for(host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, silu, T, N, 128 * 32, 128 * 29, 64),
+                                  cb::DeviceFacts{0, 264}),
+            25);
 }
 #else
 TEST(CutlassSupport, TileOrderDependsOnTheTileGridOnly) {
+  GTEST_SKIP() << "SKIP: the cutlass backend is not built (no CUDA, no CUTLASS headers, or no 90a "
+                  "in CMAKE_CUDA_ARCHITECTURES)";
+}
+TEST(CutlassSupport, AutoPriorityDependsOnTheEpilogueAndTheWaves) {
   GTEST_SKIP() << "SKIP: the cutlass backend is not built (no CUDA, no CUTLASS headers, or no 90a "
                   "in CMAKE_CUDA_ARCHITECTURES)";
 }
@@ -382,11 +420,13 @@ TEST(CutlassBackend, GridLargerThanTheSmCount) {
       cutlass_case(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, gelu, T, N, EPIGEMM_DTYPE_BF16, 2056, 1288, 136, 2002),
       cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, gelu, N, N, EPIGEMM_DTYPE_BF16, 2056, 1288, 136, 2003),
       cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_SILU, N, N, EPIGEMM_DTYPE_F16, 1032, 4104, 64, 2004),
-      // 17 x 18 = 306 tiles, at least twice the H200's 132 SMs: the tile order of runs of 4
-      // (cutlass_tile_config.hpp, tile_order_for), in the ping-pong and the cooperative kernels.
-      cutlass_case(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_ERF, T, N, EPIGEMM_DTYPE_BF16, 2056, 2184, 136, 2005),
-      cutlass_case(EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_ACTIVATION_RELU, T, N, EPIGEMM_DTYPE_F16, 2056, 2184, 72, 2006),
-      cutlass_case(EPIGEMM_EPILOGUE_DACT, EPIGEMM_ACTIVATION_GELU_TANH, N, N, EPIGEMM_DTYPE_BF16, 2056, 2184, 136, 2007),
+      // At least twice the H200's 132 SMs, with partial tiles: 16 x 20 = 320 tiles take the tile
+      // order of runs of 4, 16 x 18 = 288 runs of 2 (cutlass_tile_config.hpp, tile_order_for), in
+      // the ping-pong and the cooperative kernels.
+      cutlass_case(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_ERF, T, N, EPIGEMM_DTYPE_BF16, 2040, 2552, 136, 2005),
+      cutlass_case(EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_ACTIVATION_RELU, T, N, EPIGEMM_DTYPE_F16, 2040, 2296, 72, 2006),
+      cutlass_case(EPIGEMM_EPILOGUE_DACT, EPIGEMM_ACTIVATION_GELU_TANH, N, N, EPIGEMM_DTYPE_BF16, 2040, 2552, 136, 2007),
+      cutlass_case(EPIGEMM_EPILOGUE_DACT, EPIGEMM_ACTIVATION_SILU, N, N, EPIGEMM_DTYPE_F16, 2040, 2296, 72, 2008),
   };
   for (const GemmCase& c : cases) run_on_cutlass_and_check(ctx, c);
 }
@@ -401,8 +441,8 @@ TEST(CutlassBackend, BitwiseRepeatableAcrossRunsAndContexts) {
   const epigemm_op_t N = EPIGEMM_OP_N, T = EPIGEMM_OP_T;
   const std::vector<GemmCase> cases = {
       cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_GELU_TANH, N, N, EPIGEMM_DTYPE_BF16, 1032, 3000, 64, 3000),
-      // 9 x 33 = 297 tiles: the tile order of runs of 4.
-      cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_RELU, N, N, EPIGEMM_DTYPE_BF16, 1032, 4104, 64, 3003),
+      // 12 x 24 = 288 tiles: the tile order of runs of 4.
+      cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_RELU, N, N, EPIGEMM_DTYPE_BF16, 1528, 3064, 64, 3003),
       cutlass_case(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_ERF, T, N, EPIGEMM_DTYPE_F16, 1032, 1000, 264, 3001),
       cutlass_case(EPIGEMM_EPILOGUE_BIAS, EPIGEMM_ACTIVATION_GELU_TANH, N, T, EPIGEMM_DTYPE_BF16, 520, 1000, 1032, 3002),
   };

@@ -4,6 +4,7 @@
 // through the measured decision table (SKIP without a GPU).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 
 #include "harness/harness.hpp"
@@ -153,6 +154,43 @@ TEST(DispatchTable, KeyedByEpilogueAndActivation) {
     call.activation = EPIGEMM_ACTIVATION_IDENTITY;  // the parts of BIAS
     EXPECT_EQ(epigemm::cublaslt_preferred(call), bias) << "size " << size;
   }
+}
+
+// The table was measured with every matrix 16-byte aligned (address and leading dimension): a call
+// with a matrix below that is not covered by it and goes to cuda, however near its size.
+TEST(DispatchTable, MatricesBelow16ByteAlignmentGoToCuda) {
+  epigemm::GemmCall call;
+  call.epilogue = EPIGEMM_EPILOGUE_GELU_AUX_BIAS;
+  call.activation = EPIGEMM_ACTIVATION_GELU_TANH;
+  call.gemm_m = 3072;  // the forward of (2048, 768, 3072), where cuBLASLt measured faster
+  call.gemm_n = 2048;
+  call.gemm_k = 768;
+  auto matrix = [](uintptr_t address, int64_t ld) {
+    epigemm::Matrix x;
+    x.data = reinterpret_cast<void*>(address);
+    x.dtype = EPIGEMM_DTYPE_BF16;
+    x.ld = ld;
+    return x;
+  };
+  call.a = matrix(0x10000000, 768);
+  call.b = matrix(0x20000000, 768);
+  call.d = matrix(0x30000000, 3072);
+  call.has_aux = true;
+  call.aux = matrix(0x40000000, 3072);
+  ASSERT_TRUE(epigemm::cublaslt_preferred(call)) << "the committed table no longer prefers cuBLASLt here";
+  epigemm::GemmCall unaligned = call;
+  unaligned.d.ld = 3076;  // 6152 bytes: 8-byte aligned
+  EXPECT_FALSE(epigemm::cublaslt_preferred(unaligned)) << "D's leading dimension";
+  unaligned = call;
+  unaligned.aux.ld = 3074;
+  EXPECT_FALSE(epigemm::cublaslt_preferred(unaligned)) << "aux's leading dimension";
+  unaligned = call;
+  unaligned.a.data = reinterpret_cast<void*>(0x10000008);
+  EXPECT_FALSE(epigemm::cublaslt_preferred(unaligned)) << "A's address";
+  unaligned = call;
+  unaligned.has_aux = false;  // GELU_AUX_BIAS always has an aux; the rule reads it only when present
+  unaligned.aux.ld = 3074;
+  EXPECT_TRUE(epigemm::cublaslt_preferred(unaligned));
 }
 #endif
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "backends/cublaslt/cublaslt_alignment.hpp"
 #include "core/epilogue_parts.hpp"
 
 namespace epigemm {
@@ -32,9 +33,27 @@ double size_mismatch(const MeasuredCase& c, const GemmCall& call) {
   return term(c.gemm_m, call.gemm_m) * term(c.gemm_n, call.gemm_n) * term(c.gemm_k, call.gemm_k);
 }
 
+// Whether every matrix the call hands cuBLASLt has the 16-byte alignment the table was measured
+// with (cublaslt_alignment.hpp: the address and the leading dimension in bytes).
+bool matrices_fully_aligned(const GemmCall& call) {
+  if (lt_matrix_alignment(call.a) < kLtMaxAlignment || lt_matrix_alignment(call.b) < kLtMaxAlignment ||
+      lt_matrix_alignment(call.d) < kLtMaxAlignment) {
+    return false;
+  }
+  return !call.has_aux || lt_matrix_alignment(call.aux) >= kLtMaxAlignment;
+}
+
 }  // namespace
 
 bool cublaslt_preferred(const GemmCall& call) {
+  // Every measured case had each matrix (A, B, D, aux) 16-byte aligned in its address and its
+  // leading dimension. Below that cuBLASLt's heuristic chooses among other algorithms, and the
+  // table says nothing of them: on the H200 (bf16, 2026-12-01 20:30 UTC, bench/results/
+  // h200-2026-12-01-2030-cutlass-rule-source.csv, the held-out 3001,1022,4094, whose out_features
+  // of 4094 make D's leading dimension 8188 bytes) its fused GELU forward took 6.0x the cuda
+  // backend's time (0.862 against 0.143 ms), while its ReLU and bias forward took 0.81-0.87x.
+  // Such a call goes to cuda: safe from the 6x, at the price of the 0.81-0.87x where it wins.
+  if (!matrices_fully_aligned(call)) return false;
   // The call's epilogue as its parts name it, so that ACT(identity) is looked up as DEFAULT,
   // ACT_BIAS(identity) as BIAS, and an epilogue without an activation whatever the description's
   // activation setting.

@@ -209,29 +209,9 @@ class CutlassBackend final : public Backend {
 
   epigemm_backend_t id() const override { return EPIGEMM_BACKEND_CUTLASS; }
   bool usable() const override { return usable_; }
-  // Measured on the H200 (bf16, 2026-12-01 18:08 UTC, the five public shapes; docs/dev/
-  // cutlass_backend.md, "Dispatch"), with the tile configurations and orders of
-  // cutlass_tile_config.hpp:
-  //   - forward activation epilogues (ACT .. ACT_AUX_BIAS, any activation but the identity): on
-  //     the four GEMMs of 2^33 multiply-adds and more, cutlass (ping-pong) took 0.90-1.01 of the
-  //     time of cuBLASLt's fused epilogues where it has them (slower on one case, by 1.1%) and
-  //     0.56-0.97 of cuda's; on 2048,768,3072 (2^32.2) 1.08-1.21 of cuBLASLt's where it has the
-  //     epilogue and 0.64-0.94 of cuda's. So 35 (above cublaslt's 30) on large GEMMs, 25 (between
-  //     cuda's 20 and cublaslt) on small ones.
-  //   - DACT without the bias gradient: on the large GEMMs cutlass took 0.89-0.98 of the time of
-  //     the faster of cuda and cuBLASLt, except on 8192,4096,16384 (0.99-1.01); on 2048,768,3072
-  //     1.26-1.37 of cuda's: 35 on large GEMMs, else 1. DACT_BGRAD: the row-sum reduction made it
-  //     up to 1.45 of cuda's time (8192,16384,4096): 1.
-  //   - the plain epilogues (DEFAULT, BIAS) and the bias gradients of an operand: 1, below every
-  //     other device backend.
+  // The rule: cutlass_tile_config.hpp, auto_priority_for.
   int auto_priority(const GemmCall& call) const override {
-    constexpr double kLargeMultiplyAdds = double(int64_t(1) << 33);
-    const EpilogueParts parts = call.parts();
-    const double multiply_adds = double(call.gemm_m) * double(call.gemm_n) * double(call.gemm_k);
-    const bool large = multiply_adds >= kLargeMultiplyAdds;
-    if (parts.activation == EPIGEMM_ACTIVATION_IDENTITY) return 1;
-    if (!parts.backward()) return large ? 35 : 25;
-    return large && !parts.writes_bias_grad() ? 35 : 1;
+    return cutlass_backend::auto_priority_for(call, device_);
   }
   Support supports(const GemmCall& call) const override;
   size_t workspace_bytes(const GemmCall& call) const override;

