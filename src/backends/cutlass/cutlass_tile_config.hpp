@@ -95,11 +95,12 @@ inline TileOrder tile_order_for(const GemmCall& call, const DeviceFacts& device)
 
 // auto's priority for cutlass (docs/dispatch.md: cublaslt 30 where its table prefers it, else 5;
 // cuda 20). The rule reads the number of waves of D's 128 x 128 tiles over the SMs (tile_grid_of),
-// a pure function of the call and the device. It was derived on the H200 (bf16, 2026-12-01) from the
-// public shapes (18:20 UTC, bench/results/h200-2026-12-01-1820.md) and the derive set with the
-// MLPs' second layers (20:30 UTC, h200-2026-12-01-2030-cutlass-rule-source.csv), not from the held-out
-// shapes; per case, cutlass's time over the faster of cuda and cublaslt (docs/dev/
-// cutlass_backend.md, "Dispatch"):
+// a pure function of the call and the device. It was derived on the H200 (bf16, 2026-12-01) from
+// the public shapes (18:20 UTC, `git show a4324c3:bench/results/h200-2026-12-01-1820.csv`) and the
+// derive set with the MLPs' second layers (20:30 UTC, bench/results/
+// h200-2026-12-01-2030-cutlass-rule-source.csv), not from the held-out shapes; per case,
+// cutlass's time over the faster of cuda and cublaslt (docs/dev/cutlass_backend.md, "The
+// generalization set"):
 //   - forward activation epilogues (ACT .. ACT_AUX_BIAS, any activation but the identity): from
 //     7 waves on, 0.54-1.17, median 0.93 (270 cases): 35, above cublaslt's 30. From 1.5 to 7
 //     waves, 0.63-1.24, median 0.965 (90), the slower ones against cuBLASLt's fused epilogues:
