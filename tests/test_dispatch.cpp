@@ -101,6 +101,51 @@ INSTANTIATE_TEST_SUITE_P(Memory, AutoDispatch,
                            return std::string(info.param == EPIGEMM_MEMORY_HOST ? "host" : "device");
                          });
 
+// The reason is the documented sentence, built when asked for; a call that fails leaves the last
+// successful call's backend and reason in place.
+TEST(LastBackend, ReasonOfTheLastSuccessfulCall) {
+  float x[4 * 8] = {}, w[8 * 8] = {}, y[4 * 8] = {};
+  for (int i = 0; i < 32; ++i) x[i] = 0.25f * float(i % 5);
+  for (int i = 0; i < 64; ++i) w[i] = 0.125f * float(i % 3);
+  const epigemm_tensor_t X = {x, EPIGEMM_DTYPE_F32, 4, 8, 8, EPIGEMM_MEMORY_HOST};
+  const epigemm_tensor_t W = {w, EPIGEMM_DTYPE_F32, 8, 8, 8, EPIGEMM_MEMORY_HOST};
+  const epigemm_tensor_t Y = {y, EPIGEMM_DTYPE_F32, 4, 8, 8, EPIGEMM_MEMORY_HOST};
+  const epigemm_tensor_t wrong_y = {y, EPIGEMM_DTYPE_F32, 4, 7, 8, EPIGEMM_MEMORY_HOST};
+  epigemm_context_t ctx = nullptr;
+  ASSERT_EQ(epigemm_context_create(&ctx), EPIGEMM_STATUS_SUCCESS);
+  epigemm_backend_t ran = EPIGEMM_BACKEND_CUTLASS;
+  const char* reason = nullptr;
+  ASSERT_EQ(epigemm_context_last_backend(ctx, &ran, &reason), EPIGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(ran, EPIGEMM_BACKEND_AUTO);
+  EXPECT_STREQ(reason, "") << "no call has run yet";
+
+  ASSERT_EQ(epigemm_context_set_backend(ctx, EPIGEMM_BACKEND_REFERENCE), EPIGEMM_STATUS_SUCCESS);
+  ASSERT_EQ(epigemm_linear_fprop(ctx, &X, &W, nullptr, nullptr, &Y, nullptr, 0, nullptr), EPIGEMM_STATUS_SUCCESS);
+  ASSERT_EQ(epigemm_context_last_backend(ctx, &ran, &reason), EPIGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(ran, EPIGEMM_BACKEND_REFERENCE);
+  EXPECT_STREQ(reason, "requested: reference");
+
+  ASSERT_EQ(epigemm_context_set_backend(ctx, EPIGEMM_BACKEND_AUTO), EPIGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(epigemm_linear_fprop(ctx, &X, &W, nullptr, nullptr, &wrong_y, nullptr, 0, nullptr),
+            EPIGEMM_STATUS_INVALID_VALUE);
+  ASSERT_EQ(epigemm_context_last_backend(ctx, &ran, &reason), EPIGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(ran, EPIGEMM_BACKEND_REFERENCE) << "the failed call changed the last backend";
+  EXPECT_STREQ(reason, "requested: reference") << "the failed call changed the reason";
+
+  ASSERT_EQ(epigemm_linear_fprop(ctx, &X, &W, nullptr, nullptr, &Y, nullptr, 0, nullptr), EPIGEMM_STATUS_SUCCESS);
+  ASSERT_EQ(epigemm_context_last_backend(ctx, &ran, &reason), EPIGEMM_STATUS_SUCCESS);
+  const std::string expected = std::string("auto: ") + epigemm_backend_name(ran) + " has the highest priority (" +
+                               (ran == EPIGEMM_BACKEND_CPU ? "10" : "0") + ") among the backends that support the call";
+  // On a machine with a GPU the device backends rank above cpu for this call and decline it
+  // (host memory): each adds "; <name> declined (...)".
+  const std::string text = reason;
+  EXPECT_EQ(text.substr(0, expected.size()), expected) << text;
+  if (text.size() > expected.size()) {
+    EXPECT_EQ(text.substr(expected.size(), 2), "; ") << text;
+  }
+  epigemm_context_destroy(ctx);
+}
+
 #ifdef EPIGEMM_TESTS_WITH_CUDA
 // The decision table itself (no GPU needed): a pure function of the call, and silent (cuda)
 // for a dtype it has no measurement of.

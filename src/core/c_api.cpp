@@ -384,7 +384,10 @@ epigemm_status_t epigemm_context_last_backend(epigemm_context_t ctx, epigemm_bac
   return epigemm::guarded(ctx, [&](Context& context) -> Status {
     if (backend == nullptr) return epigemm::invalid("backend is NULL; expected a pointer to write to");
     *backend = context.last_backend;
-    if (reason != nullptr) *reason = context.last_reason.c_str();
+    if (reason != nullptr) {
+      context.last_reason = context.last_selection.text();
+      *reason = context.last_reason.c_str();
+    }
     return Status();
   });
 }

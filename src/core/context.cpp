@@ -3,7 +3,8 @@
 
 #include <algorithm>
 #include <array>
-#include <sstream>
+#include <string>
+#include <utility>
 
 #include "core/names.hpp"
 #include "core/validate.hpp"
@@ -24,7 +25,7 @@ bool Context::usable(epigemm_backend_t id) const {
   return backend != nullptr && backend->usable();
 }
 
-Status Context::select(const GemmCall& call, Backend** chosen, std::string* reason) const {
+Status Context::select(const GemmCall& call, Backend** chosen, Selection* why) const {
   if (call.backend != EPIGEMM_BACKEND_AUTO) {
     Backend* backend = find(call.backend);
     const char* name = backend_name(call.backend);
@@ -42,7 +43,10 @@ Status Context::select(const GemmCall& call, Backend** chosen, std::string* reas
                    support.reason);
     }
     *chosen = backend;
-    *reason = std::string("requested: ") + name;
+    why->backend = call.backend;
+    why->requested = true;
+    why->priority = 0;
+    why->declined.clear();
     return Status();
   }
 
@@ -69,12 +73,13 @@ Status Context::select(const GemmCall& call, Backend** chosen, std::string* reas
                    [](const Candidate& x, const Candidate& y) { return x.priority > y.priority; });
   Backend* best = nullptr;
   int best_priority = 0;
-  std::ostringstream declined;
+  why->declined.clear();
   for (size_t i = 0; i < count; ++i) {
     const Candidate& candidate = candidates[i];
     const Support support = candidate.backend->supports(call);
     if (!support.supported) {
-      declined << "; " << backend_name(candidate.backend->id()) << " declined (" << support.reason << ")";
+      why->declined += std::string("; ") + backend_name(candidate.backend->id()) + " declined (" +
+                       support.reason + ")";
       continue;
     }
     best = candidate.backend;
@@ -82,21 +87,26 @@ Status Context::select(const GemmCall& call, Backend** chosen, std::string* reas
     break;
   }
   if (best == nullptr) {
-    return error(EPIGEMM_STATUS_NOT_SUPPORTED, "no usable backend supports this call",
-                 declined.str());
+    return error(EPIGEMM_STATUS_NOT_SUPPORTED, "no usable backend supports this call", why->declined);
   }
   *chosen = best;
-  std::ostringstream why;
-  why << "auto: " << backend_name(best->id()) << " has the highest priority (" << best_priority
-      << ") among the backends that support the call" << declined.str();
-  *reason = why.str();
+  why->backend = best->id();
+  why->requested = false;
+  why->priority = best_priority;
   return Status();
+}
+
+std::string Selection::text() const {
+  if (backend == EPIGEMM_BACKEND_AUTO) return "";  // no call has succeeded yet
+  if (requested) return std::string("requested: ") + backend_name(backend);
+  return std::string("auto: ") + backend_name(backend) + " has the highest priority (" +
+         std::to_string(priority) + ") among the backends that support the call" + declined;
 }
 
 Status Context::workspace_bytes(const GemmCall& call, size_t* bytes) const {
   Backend* backend = nullptr;
-  std::string reason;
-  EPIGEMM_RETURN_IF_ERROR(select(call, &backend, &reason));
+  Selection why;
+  EPIGEMM_RETURN_IF_ERROR(select(call, &backend, &why));
   *bytes = backend->workspace_bytes(call);
   return Status();
 }
@@ -104,8 +114,9 @@ Status Context::workspace_bytes(const GemmCall& call, size_t* bytes) const {
 Status Context::execute(const GemmCall& call) {
   EPIGEMM_RETURN_IF_ERROR(validate_gemm_call(call));
   Backend* backend = nullptr;
-  std::string reason;
-  EPIGEMM_RETURN_IF_ERROR(select(call, &backend, &reason));
+  // The choice goes into a scratch record first: a call that fails leaves the last successful
+  // call's choice in place. The record's string keeps its capacity across calls.
+  EPIGEMM_RETURN_IF_ERROR(select(call, &backend, &scratch_selection_));
   const size_t needed = backend->workspace_bytes(call);
   if (call.workspace_bytes < needed || (needed > 0 && call.workspace == nullptr)) {
     return error(EPIGEMM_STATUS_INSUFFICIENT_WORKSPACE, "workspace has ",
@@ -115,7 +126,7 @@ Status Context::execute(const GemmCall& call) {
   }
   EPIGEMM_RETURN_IF_ERROR(backend->run(call));
   last_backend = backend->id();
-  last_reason = reason;
+  std::swap(last_selection, scratch_selection_);
   return Status();
 }
 
