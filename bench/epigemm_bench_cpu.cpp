@@ -47,6 +47,7 @@
 #include <memory>
 #include <sstream>
 #include <thread>
+#include <unistd.h>
 #include <unordered_map>
 #include <string>
 #include <vector>
@@ -561,7 +562,34 @@ std::string read_first_line(const char* path, const char* prefix = nullptr) {
 
 }  // namespace
 
+// OpenBLAS's threads spin for 2^28 cycles (about 0.1 s) after each call before they sleep, and
+// on a machine of few cores that spinning slows whichever path runs next (measured: 10x on a small
+// shape). OPENBLAS_THREAD_TIMEOUT=4 (2^4 cycles, OpenBLAS's smallest) makes them sleep at once.
+// OpenBLAS reads it when it is loaded, before main: so main sets it and runs the program again,
+// unless the caller has set it.
+namespace {
+
+constexpr const char* kOpenblasThreadTimeout = "OPENBLAS_THREAD_TIMEOUT";
+
+std::string openblas_thread_timeout_text() {
+  const char* value = std::getenv(kOpenblasThreadTimeout);
+  return value == nullptr ? std::string("unset") : std::string(value);
+}
+
+void run_again_with_openblas_thread_timeout(char** argv) {
+  if (std::getenv(kOpenblasThreadTimeout) != nullptr) return;
+  setenv(kOpenblasThreadTimeout, "4", 1);
+  execv("/proc/self/exe", argv);
+  // Only on failure: the benchmark runs on, and its header says the variable is unset.
+  unsetenv(kOpenblasThreadTimeout);
+  std::fprintf(stderr, "epigemm_bench_cpu: could not run again with %s=4 (%s); OpenBLAS's threads spin after each call\n",
+               kOpenblasThreadTimeout, std::strerror(errno));
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  run_again_with_openblas_thread_timeout(argv);
   const Options opt = parse(argc, argv);
   const std::string load_before = read_first_line("/proc/loadavg");
   char date[32], stamp[64];
@@ -650,24 +678,19 @@ int main(int argc, char** argv) {
         return BenchCase{layer.name(), pass, epilogue, "f32", path};
       };
       // Every path of the pass is registered (after one checked call), then all are timed
-      // together, interleaved (time_interleaved).
-      // OpenBLAS paths are the exception: their pthreads keep spinning for a while after a call
-      // and slowed down whichever OpenMP path came next (measured: 10x on a small shape), so
-      // they are timed on their own, after the others, with a pause around them.
+      // together, interleaved (time_interleaved), OpenBLAS's too: main() runs the benchmark
+      // with OPENBLAS_THREAD_TIMEOUT set, so that OpenBLAS's threads sleep right after a call
+      // instead of spinning into the next path's time.
       struct PathRun {
         BenchCase c;
         bool floor;
         std::function<void(int)> fn;
         std::string note;
-        bool on_openblas;
       };
       std::vector<PathRun> paths;
       std::vector<std::unique_ptr<OnednnMatmul>> matmuls;  // alive until the pass is timed
       auto add = [&](const BenchCase& bc, bool floor, const std::function<void(int)>& fn,
-                     const std::string& note) {
-        const bool on_openblas = bc.path.find("openblas") != std::string::npos;
-        paths.push_back(PathRun{bc, floor, fn, note, on_openblas});
-      };
+                     const std::string& note) { paths.push_back(PathRun{bc, floor, fn, note}); };
 
       // Floors.
       for (const auto engine : {epigemm::CpuGemmEngine::openblas, epigemm::CpuGemmEngine::onednn}) {
@@ -786,21 +809,10 @@ int main(int argc, char** argv) {
       }
 
       std::vector<std::function<void(int)>> fns;
-      std::vector<size_t> interleaved;
-      for (size_t i = 0; i < paths.size(); ++i) {
-        if (paths[i].on_openblas) continue;
-        fns.push_back(paths[i].fn);
-        interleaved.push_back(i);
-      }
+      for (const PathRun& path : paths) fns.push_back(path.fn);
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      std::vector<std::vector<double>> seconds(paths.size());
-      const auto timed = epigemm_bench::time_interleaved(timer, opt.timing, n_sets, fns);
-      for (size_t t = 0; t < interleaved.size(); ++t) seconds[interleaved[t]] = timed[t];
-      for (size_t i = 0; i < paths.size(); ++i) {
-        if (!paths[i].on_openblas) continue;
-        seconds[i] = epigemm_bench::time_calls(timer, opt.timing, n_sets, paths[i].fn);
-        std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      }
+      const std::vector<std::vector<double>> seconds =
+          epigemm_bench::time_interleaved(timer, opt.timing, n_sets, fns);
       for (size_t i = 0; i < paths.size(); ++i) {
         table.add(paths[i].c, paths[i].floor, seconds[i], paths[i].note);
         std::fprintf(stderr, "   %-28s %-14s %9.3f ms %s\n", paths[i].c.path.c_str(),
@@ -821,7 +833,8 @@ int main(int argc, char** argv) {
          << " (this benchmark's own " << omp_get_max_threads() << " threads add about as much)\n"
          << "- fp32; median of " << opt.timing.repetitions << " timed calls after "
          << opt.timing.warmup << " warm-up calls, the paths of a pass timed interleaved (one call "
-            "of each per round, in an order shuffled per round; OpenBLAS paths on their own after them, see the source); inputs rotated call by call (every path too) over up to " << sets_used
+            "of each per round, in an order shuffled per round; OpenBLAS's too, with OPENBLAS_THREAD_TIMEOUT="
+         << openblas_thread_timeout_text() << "); inputs rotated call by call (every path too) over up to " << sets_used
          << " sets (>= " << opt.rotation_mb << " MB together)\n"
          << "- x floor: the median over the math floor of the same (shape, pass) in this run, the "
             "fastest of " << (opt.engines ? "onednn-sgemm and onednn-matmul (--engines: OpenBLAS not run)"
