@@ -23,19 +23,6 @@ double SteadyClockTimer::stop() {
   return double(now - start_ns_) * 1e-9;
 }
 
-std::vector<double> time_calls(Timer& timer, const TimingOptions& opts, int sets,
-                               const std::function<void(int)>& call) {
-  sets = std::max(1, sets);
-  for (int w = 0; w < opts.warmup; ++w) call(w % sets);
-  std::vector<double> seconds;
-  for (int r = 0; r < opts.repetitions; ++r) {
-    timer.start();
-    call(r % sets);
-    seconds.push_back(timer.stop());
-  }
-  return seconds;
-}
-
 std::vector<std::vector<double>> time_interleaved(
     Timer& timer, const TimingOptions& opts, int sets,
     const std::vector<std::function<void(int)>>& calls) {

@@ -2,8 +2,8 @@
 //   Timer        what a repetition's time is measured with: SteadyClockTimer on the host; a GPU
 //                program supplies one built on CUDA events (start records, stop records, waits
 //                and returns the elapsed time)
-//   time_calls   warm-up calls (not timed), then N timed calls rotating over input sets;
-//                time_interleaved does it for several paths, one repetition of each in turn
+//   time_interleaved  warm-up calls (not timed), then N timed calls of each of several paths,
+//                one repetition of each in turn, rotating over input sets
 //   ResultTable  one row per (shape, pass, epilogue, dtype, path): the median of the timed
 //                calls and its ratio to the math floor of its (shape, pass, dtype) group, the
 //                fastest row marked as a floor candidate, measured in the same run; printed as a
@@ -41,18 +41,12 @@ struct TimingOptions {
   int repetitions = 7;  // timed calls; the median is reported
 };
 
-// Calls call(set) opts.warmup times, then opts.repetitions times each under timer, with set =
-// repetition % sets, so that consecutive calls read different inputs when the inputs of one set
-// would fit in cache. Returns the times in seconds, in call order.
-std::vector<double> time_calls(Timer& timer, const TimingOptions& opts, int sets,
-                               const std::function<void(int set)>& call);
-
-// The same for several paths at once, interleaved: every path's warm-up calls first, then
-// repetition r times every path once, in an order shuffled anew for each round. On a shared
-// machine a load spike then lands on all paths of a comparison alike instead of on whichever
-// path ran during it. The sets rotate
-// with every call (not every round), so no call finds its inputs left in cache by the call
-// before it. Returns one vector of times per path.
+// Calls each path opts.warmup times, then opts.repetitions times under timer, interleaved: every
+// path's warm-up calls first, then repetition r times every path once, in an order shuffled anew
+// for each round. On a shared machine a load spike then lands on all paths of a comparison alike
+// instead of on whichever path ran during it. The sets rotate with every call (not every round),
+// so no call finds its inputs left in cache by the call before it. Returns one vector of times
+// per path, in seconds.
 std::vector<std::vector<double>> time_interleaved(
     Timer& timer, const TimingOptions& opts, int sets,
     const std::vector<std::function<void(int set)>>& calls);

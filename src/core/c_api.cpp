@@ -383,7 +383,7 @@ epigemm_status_t epigemm_context_last_backend(epigemm_context_t ctx, epigemm_bac
                                               const char** reason) {
   return epigemm::guarded(ctx, [&](Context& context) -> Status {
     if (backend == nullptr) return epigemm::invalid("backend is NULL; expected a pointer to write to");
-    *backend = context.last_backend;
+    *backend = context.last_selection.backend;
     if (reason != nullptr) {
       context.last_reason = context.last_selection.text();
       *reason = context.last_reason.c_str();

@@ -125,7 +125,6 @@ Status Context::execute(const GemmCall& call) {
                  " bytes for this call (ask epigemm_gemm_workspace_size)");
   }
   EPIGEMM_RETURN_IF_ERROR(backend->run(call));
-  last_backend = backend->id();
   std::swap(last_selection, scratch_selection_);
   return Status();
 }

@@ -48,8 +48,7 @@ class Context {
   Status execute(const GemmCall& call);
 
   std::string last_error;
-  epigemm_backend_t last_backend = EPIGEMM_BACKEND_AUTO;
-  Selection last_selection;  // the last successful call's choice
+  Selection last_selection;  // the last successful call's choice (its backend: AUTO before any)
   std::string last_reason;   // last_selection.text(), built when epigemm_context_last_backend asks
   // Used by the classic and layer-level calls, which take no description.
   epigemm_backend_t default_backend = EPIGEMM_BACKEND_AUTO;
