@@ -9,7 +9,8 @@
 //   cpu                 the cpu backend through the public layer-level C API, every epilogue of
 //                       the pass, with each activation of --activations (default gelu_tanh)
 //   cpu[panel=W]        the backend with panels of W columns (GEMM then epilogue per panel)
-//                       instead of one panel, for the pass's full epilogue: what panels buy
+//                       instead of one panel, for the pass's full epilogue (with the first
+//                       activation of --activations, as every variant): what panels buy
 //                       (512 always, more widths with --panels)
 //   cpu[openblas]       the backend on OpenBLAS instead of oneDNN, full epilogue
 //   cpu[matmul]         the backend forced to run oneDNN's matmul primitive (bias added inside,
@@ -18,8 +19,10 @@
 //                       default `cpu` picks one of the two per shape: onednn_overwrite_for_shape)
 //   cpu[avx2]           the backend with its AVX2 kernels instead of the AVX-512 ones (the
 //                       widest build is the default where the CPU has AVX-512)
-//   cpu[acc in D]       GELU_AUX(_BIAS): the GEMM writes acc into D and the pass writes aux and D
-//                       (the default writes acc into an fp32 aux and the pass only D)
+//   cpu[acc in aux]     ACT_AUX(_BIAS): the GEMM writes acc into the fp32 aux and the pass
+//                       writes D from it (the default: acc in D, the pass rewrites D and streams
+//                       aux with non-temporal stores)
+//   cpu[aux cached]     ACT_AUX(_BIAS): as the default, aux stored through the cache
 //   onednn-matmul-fused oneDNN matmul with a bias and/or activation post-op (fprop only; it has
 //                       no aux output, so it does less work than ACT_AUX(_BIAS))
 //   sgemm+plain-loop    the fastest sgemm then a plain loop for bias + GELU + aux (fprop)
@@ -625,9 +628,13 @@ int main(int argc, char** argv) {
   epigemm::CpuBackendOptions avx2_options;
   avx2_options.kernels = epigemm::CpuKernelBuild::avx2;
   variants.push_back({"cpu[avx2]", epigemm::create_cpu_backend(avx2_options)});
-  epigemm::CpuBackendOptions acc_in_d_options;
-  acc_in_d_options.acc_in_aux = false;
-  variants.push_back({"cpu[acc in D]", epigemm::create_cpu_backend(acc_in_d_options)});
+  // The two forward-aux plans the default (streamed_aux) is measured against.
+  epigemm::CpuBackendOptions acc_in_aux_options;
+  acc_in_aux_options.forward_aux = epigemm::ForwardAuxPlan::acc_in_aux;
+  variants.push_back({"cpu[acc in aux]", epigemm::create_cpu_backend(acc_in_aux_options)});
+  epigemm::CpuBackendOptions cached_aux_options;
+  cached_aux_options.forward_aux = epigemm::ForwardAuxPlan::cached_aux;
+  variants.push_back({"cpu[aux cached]", epigemm::create_cpu_backend(cached_aux_options)});
   if (opt.engines) {
     // Only the two forced choices, on DEFAULT (see the file comment).
     variants.erase(std::remove_if(variants.begin(), variants.end(),
@@ -664,12 +671,14 @@ int main(int argc, char** argv) {
                    layer.name().c_str(), pass.c_str(), n_sets, set_bytes(sets[0]) / 1e6, load);
 
       const epigemm_epilogue_t full = pass_epilogues(pass).back();
+      // The variants run the full epilogue with the first activation asked for.
+      const epigemm_activation_t variant_activation = opt.activations.front();
       std::vector<std::vector<epigemm_tensor_t>> keep(n_sets);
       std::vector<std::vector<epigemm_vector_t>> keep_vectors(n_sets);
       std::vector<GemmCall> calls;       // DEFAULT views, for the floors
       std::vector<GemmCall> full_calls;  // the full epilogue's views
       for (int s = 0; s < n_sets; ++s) {
-        full_calls.push_back(map_pass(pass, sets[s], layer, full, EPIGEMM_ACTIVATION_GELU_TANH,
+        full_calls.push_back(map_pass(pass, sets[s], layer, full, variant_activation,
                                       keep[s], keep_vectors[s]));
         calls.push_back(full_calls.back());
         calls.back().epilogue = EPIGEMM_EPILOGUE_DEFAULT;
@@ -766,8 +775,9 @@ int main(int argc, char** argv) {
             if (!st.ok()) std::fprintf(stderr, "%s\n", st.message().c_str());
           };
           fn(0);
-          add(row(variant.name, epigemm_epilogue_name(variant_epilogue)), false, fn,
-              check(variant_calls[0], variant_epilogue, EPIGEMM_ACTIVATION_GELU_TANH, true));
+          const epigemm_activation_t act = opt.engines ? EPIGEMM_ACTIVATION_IDENTITY : variant_activation;
+          add(row(variant.name, epigemm::epilogue_label(variant_epilogue, act)), false, fn,
+              check(variant_calls[0], variant_epilogue, act, true));
         }
       }
 

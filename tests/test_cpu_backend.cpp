@@ -124,6 +124,77 @@ TEST_P(CpuKernelBuilds, ActivationLanesMatchScalarOverDenseSweep) {
   }
 }
 
+// A pointer into `storage` (resized to hold count floats) at `offset` floats past a 64-byte
+// boundary, every float NaN.
+float* floats_off_a_line(std::vector<float>& storage, size_t count, size_t offset) {
+  storage.assign(count + 16 + offset, std::nanf(""));
+  float* base = storage.data();
+  const size_t to_line = (16 - (reinterpret_cast<uintptr_t>(base) / sizeof(float)) % 16) % 16;
+  return base + to_line + offset;
+}
+
+// The forward pass with aux streamed (non-temporal stores where a vector is aligned to its size)
+// writes bitwise the same D and aux as with aux stored through the cache: on blocks whose columns
+// start on a cache line, 4 floats past one (the first rows go as a short vector, the rest
+// aligned, as in buffers from a plain malloc) or at varying offsets (a leading dimension of 103:
+// streamed and plain stores mixed), tails included.
+TEST_P(CpuKernelBuilds, StreamedAuxMatchesCachedAux) {
+  const epigemm::EpilogueKernels* lanes = kernel_build(GetParam());
+  if (lanes == nullptr) GTEST_SKIP() << "SKIP: this CPU cannot run the " << GetParam() << " kernels";
+  constexpr int64_t kRows = 100, kCols = 9;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-6.0f, 6.0f);
+  struct Layout {
+    int64_t ld;
+    size_t offset;
+  };
+  for (const Layout layout : {Layout{112, 0}, Layout{112, 4}, Layout{103, 3}}) {
+    const int64_t ld = layout.ld;
+    const size_t count = size_t(ld * kCols);
+    std::vector<float> acc_storage, aux_storage[2], d_storage[2];
+    float* acc = floats_off_a_line(acc_storage, count, layout.offset);
+    for (size_t e = 0; e < count; ++e) acc[e] = dist(rng);
+    std::vector<float> bias(kRows);
+    for (float& v : bias) v = dist(rng);
+    float* aux[2];
+    float* d[2];
+    for (int plan = 0; plan < 2; ++plan) {
+      aux[plan] = floats_off_a_line(aux_storage[plan], count, layout.offset);
+      d[plan] = floats_off_a_line(d_storage[plan], count, layout.offset);
+    }
+    for (epigemm_activation_t act : {EPIGEMM_ACTIVATION_GELU_TANH, EPIGEMM_ACTIVATION_RELU}) {
+      for (bool with_bias : {false, true}) {
+        SCOPED_TRACE("ld " + std::to_string(ld) + " offset " + std::to_string(layout.offset) + " " +
+                     epigemm_activation_name(act) + (with_bias ? " with bias" : ""));
+        const epigemm::EpilogueParts parts = epigemm::epilogue_parts(
+            with_bias ? EPIGEMM_EPILOGUE_GELU_AUX_BIAS : EPIGEMM_EPILOGUE_GELU_AUX, act);
+        for (int plan = 0; plan < 2; ++plan) {
+          epigemm::EpilogueBlock block;
+          block.rows = kRows;
+          block.cols = kCols;
+          block.acc = acc;
+          block.ld_acc = ld;
+          block.d = d[plan];
+          block.ld_d = ld;
+          if (with_bias) block.bias = bias.data();
+          block.aux = aux[plan];
+          block.ld_aux = ld;
+          block.stream_aux = plan == 0;
+          lanes->apply(parts, block);
+        }
+        for (int64_t j = 0; j < kCols; ++j) {
+          for (int64_t i = 0; i < kRows; ++i) {
+            const int64_t at = i + j * ld;
+            ASSERT_EQ(std::memcmp(&aux[0][at], &aux[1][at], sizeof(float)), 0) << "aux(" << i << ", " << j << ")";
+            ASSERT_EQ(std::memcmp(&d[0][at], &d[1][at], sizeof(float)), 0) << "D(" << i << ", " << j << ")";
+            ASSERT_FALSE(std::isnan(aux[0][at])) << "aux(" << i << ", " << j << ") not written";
+          }
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(SimdBuilds, CpuKernelBuilds, ::testing::Values("avx2", "avx512"));
 
 // ---- calls built directly on the backend object ---------------------------------------------
@@ -560,15 +631,20 @@ TEST(CpuBackend, MatmulPrimitivePathMatchesTheReference) {
   }
 }
 
-// GELU_AUX(_BIAS) with an fp32 aux and beta = 0: the GEMM writes acc (and the bias, where the
-// matmul primitive adds it) into aux, and the pass writes D (and z = acc + bias back into aux
-// when the bias is left to it: GELU_AUX_BIAS on dnnl_sgemm) (acc_in_aux, the default). Both settings, both GEMM paths, several panels, alpha != 1,
-// a 16-bit D and padded leading dimensions, against the reference.
-TEST(CpuBackend, AccInAuxOnAndOffMatchTheReference) {
-  for (bool acc_in_aux : {true, false}) {
+// The forward epilogues that write an fp32 aux with beta = 0, in each ForwardAuxPlan: acc in D
+// with aux streamed (the default) or stored through the cache, or acc in aux (the GEMM writes acc,
+// and the bias where the matmul primitive adds it, into aux; the pass writes D, and z back into
+// aux where it adds the bias). Every plan, both GEMM paths, several panels, alpha != 1, a 16-bit
+// D, padded leading dimensions (aux columns off a vector's alignment: partly streamed) and an
+// activation of each kind, against the reference.
+TEST(CpuBackend, EveryForwardAuxPlanMatchesTheReference) {
+  using epigemm::ForwardAuxPlan;
+  const epigemm_activation_t kActivations[] = {EPIGEMM_ACTIVATION_GELU_TANH, EPIGEMM_ACTIVATION_RELU,
+                                               EPIGEMM_ACTIVATION_SILU};
+  for (ForwardAuxPlan plan : {ForwardAuxPlan::streamed_aux, ForwardAuxPlan::acc_in_aux, ForwardAuxPlan::cached_aux}) {
     for (auto overwrite : {epigemm::OnednnOverwrite::sgemm, epigemm::OnednnOverwrite::matmul_primitive}) {
       CpuBackendOptions options;
-      options.acc_in_aux = acc_in_aux;
+      options.forward_aux = plan;
       options.onednn_overwrite = overwrite;
       options.panel_columns = 24;
       for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_GELU_AUX, EPIGEMM_EPILOGUE_GELU_AUX_BIAS}) {
@@ -581,11 +657,12 @@ TEST(CpuBackend, AccInAuxOnAndOffMatchTheReference) {
           c.k = 43;
           c.ab = t == 2 ? BF16 : F32;
           c.d = t == 0 ? F32 : BF16;
-          c.side = F32;  // aux fp32: the case acc_in_aux applies to
+          c.side = F32;  // aux fp32: the case the plans apply to
+          c.activation = kActivations[size_t(t) % 3];
           c.alpha = t == 1 ? 0.75f : 1.0f;
           c.pad = 2;
           c.seed = 51 + uint32_t(t);
-          SCOPED_TRACE(std::string(epigemm_epilogue_name(e)) + " acc_in_aux " + (acc_in_aux ? "on" : "off") +
+          SCOPED_TRACE(std::string(epigemm_epilogue_name(e)) + " plan " + std::to_string(int(plan)) +
                        " primitive " + (overwrite == epigemm::OnednnOverwrite::matmul_primitive ? "yes" : "no") +
                        " case " + std::to_string(t));
           expect_matches_reference(c, options);

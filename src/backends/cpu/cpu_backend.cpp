@@ -12,9 +12,9 @@
 //      is fp32, else in a gemm_m x w workspace panel (D_old widened into it when beta != 0);
 //      fp16/bf16 A and B are widened block by block (gemm_k blocks of conversion_k_block) into the
 //      workspace and the GEMM accumulates over the blocks; an alpha = 1, beta = 0 GEMM on oneDNN
-//      runs dnnl_sgemm with beta = 0 (or on a bias-filled acc with beta = 1) or, where
-//      onednn_overwrite_for_shape picks it, the matmul primitive, which also adds the (fp32 or
-//      widened) bias;
+//      runs dnnl_sgemm with beta = 0 or, where onednn_overwrite_for_shape picks it, the matmul
+//      primitive, which also adds the (fp32 or widened) bias; a forward epilogue that writes an
+//      fp32 aux may keep acc there instead (ForwardAuxPlan);
 //   3. the rest of the epilogue on the panel, split over the threads by columns (by rows for
 //      DGELU_BGRAD, whose row sums stay on one thread).
 // The GEMM engine's own threads run step 2; steps 1 and 3 are OpenMP loops, so the two never
@@ -326,30 +326,17 @@ Status CpuBackend::panel_product(const GemmCall& call, const WorkspacePlan& plan
     }
     overwrite = how == OnednnOverwrite::matmul_primitive;
   }
-  // BIAS with beta = 0: acc is filled with the bias and the GEMM adds to it (beta = 1): acc +
-  // bias with one rounding, as the pass would compute it, and no pass at all when D is fp32 (the
-  // fill writes D once; a pass would read and write it). An epilogue with an activation is not
-  // filled: its pass, bound by the activation's arithmetic, adds the bias (and stores aux) for
-  // next to nothing, while the fill is a pass over memory of its own (measured 2026-11-30:
-  // GELU_AUX_BIAS with the fill cost 4-5% more than GELU_AUX on (1024, 768, 3072),
-  // docs/dev/cpu_backend.md).
-  const EpilogueParts parts = call.parts();
-  const bool bias_only = parts.reads_bias() && parts.activation == EPIGEMM_ACTIVATION_IDENTITY &&
-                         !parts.uses_aux();
-  const bool fill_bias = !overwrite && call.beta == 0.0f && gemm_bias != nullptr && bias_only;
-  const float gemm_beta = fill_bias ? 1.0f : call.beta;
-  if (fill_bias || (call.beta != 0.0f && !d_is_acc)) {
+  // With beta != 0, acc must hold D_old: widened into the workspace panel when D is 16-bit.
+  // A bias the GEMM does not add (dnnl_sgemm, cblas_sgemm) is left to the epilogue's pass, which
+  // reads and rewrites the cached acc; filling acc with the bias first and running the GEMM with
+  // beta = 1 measured 1-2% slower once the pass kept its vectors on cache-line boundaries
+  // (docs/dev/cpu_backend.md, "Where aux goes").
+  if (call.beta != 0.0f && !d_is_acc) {
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t j = 0; j < width; ++j) {
-      float* column = acc + j * ld_acc;
-      if (fill_bias) {
-        std::memcpy(column, gemm_bias, size_t(m) * sizeof(float));
-      } else {
-        kernels_.to_float(element(call.d, 0, j0 + j), call.d.dtype, m, column);
-      }
+      kernels_.to_float(element(call.d, 0, j0 + j), call.d.dtype, m, acc + j * ld_acc);
     }
   }
-  if (fill_bias) *bias_added = true;
 
   if (call.a.dtype == EPIGEMM_DTYPE_F32) {
     const float* a = static_cast<const float*>(call.a.data);
@@ -360,7 +347,7 @@ Status CpuBackend::panel_product(const GemmCall& call, const WorkspacePlan& plan
                                  call.a.ld, b, call.b.ld, gemm_bias, acc, ld_acc, bias_added);
     }
     return cpu_sgemm(options_.engine, call.transa, call.transb, m, width, k, call.alpha, a,
-                     call.a.ld, b, call.b.ld, gemm_beta, acc, ld_acc);
+                     call.a.ld, b, call.b.ld, call.beta, acc, ld_acc);
   }
 
   float* a_block = reinterpret_cast<float*>(workspace + plan.acc_panel);
@@ -378,7 +365,7 @@ Status CpuBackend::panel_product(const GemmCall& call, const WorkspacePlan& plan
     } else {
       EPIGEMM_RETURN_IF_ERROR(cpu_sgemm(options_.engine, call.transa, call.transb, m, width,
                                         depth, call.alpha, a_block, lda, b_block, ldb,
-                                        p0 == 0 ? gemm_beta : 1.0f, acc, ld_acc));
+                                        p0 == 0 ? call.beta : 1.0f, acc, ld_acc));
     }
   }
   return Status();
@@ -426,12 +413,18 @@ Status CpuBackend::run(const GemmCall& call) {
   }
 
   const int64_t team = std::max(1, omp_get_max_threads());
-  // A forward epilogue that writes aux, with an fp32 aux and beta = 0: the GEMM writes acc (with
-  // the bias where the matmul primitive adds it, see panel_product) straight into aux, and the
-  // pass reads it once and writes D (and, where the bias is still to add, z = acc + bias back
-  // into aux, in place): 8 bytes per element instead of 12 (read acc in D, rewrite D, write aux).
-  const bool acc_in_aux = options_.acc_in_aux && parts.writes_aux() &&
-                          call.aux.dtype == EPIGEMM_DTYPE_F32 && call.beta == 0.0f;
+  // A forward epilogue that writes an fp32 aux, with beta = 0 (ForwardAuxPlan, measured in
+  // docs/dev/cpu_backend.md, "Where aux goes"):
+  // - streamed_aux: acc in D; the pass reads it, rewrites D in place and streams z = acc (+ bias)
+  //   into aux, whose lines are then never read for ownership: with the floor's GEMM writing D,
+  //   the epilogue adds a read and a rewrite of cached D and a write of aux to memory.
+  // - acc_in_aux: the GEMM writes acc (with the bias where the matmul primitive adds it) into aux,
+  //   and the pass reads it once and writes D (and z back into aux where it adds the bias).
+  // - cached_aux: acc in D, aux stored through the cache.
+  const bool fp32_forward_aux =
+      parts.writes_aux() && call.aux.dtype == EPIGEMM_DTYPE_F32 && call.beta == 0.0f;
+  const bool acc_in_aux = fp32_forward_aux && options_.forward_aux == ForwardAuxPlan::acc_in_aux;
+  const bool stream_aux = fp32_forward_aux && options_.forward_aux == ForwardAuxPlan::streamed_aux;
 
   // Panels cover what is written column by column: D when it has rows, and for BGRADB the
   // bias gradient (gemm_n entries) even when D is empty. Nothing else: an empty D with a huge
@@ -491,6 +484,7 @@ Status CpuBackend::run(const GemmCall& call) {
         block.aux_dtype = call.aux.dtype;
         block.ld_aux = call.aux.ld;
         block.aux_holds_acc = acc_in_aux;
+        block.stream_aux = stream_aux;
       }
       if (row_sums_of_g) block.row_sums = sums + r0;
       kernels_.apply(remaining, block);

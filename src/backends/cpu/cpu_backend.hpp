@@ -18,6 +18,20 @@ enum class CpuKernelBuild { widest, avx2, scalar };
 // Panel width when fp16/bf16 operands or D are widened to fp32 in the workspace.
 constexpr int64_t kWidenedPanelColumns = 512;
 
+// Where a forward epilogue that writes an fp32 aux keeps its accumulator, and how aux is stored.
+enum class ForwardAuxPlan {
+  // acc in D (or in the workspace when D is 16-bit); the pass rewrites D in place and stores aux
+  // with non-temporal stores: aux is read only by the backward pass, long after this call, so
+  // it is written without the read for ownership of its cache lines and without pushing D, which
+  // the next layer reads, out of the cache.
+  streamed_aux,
+  // The GEMM writes acc into aux; the pass reads it once and writes D (and z = acc + bias back
+  // into aux, where the pass adds the bias).
+  acc_in_aux,
+  // acc in D (or the workspace); the pass stores aux through the cache.
+  cached_aux,
+};
+
 struct CpuBackendOptions {
   // Columns of D (gemm_n) per panel; 0 picks: all of gemm_n when A, B and D are fp32 (measured
   // fastest on the benchmark machine, docs/dev/cpu_backend.md), kWidenedPanelColumns when fp16/bf16
@@ -38,10 +52,9 @@ struct CpuBackendOptions {
   // Which build of the epilogue kernels runs: the widest this CPU allows, or a narrower one
   // (tests run every build the CPU has; the benchmark compares them).
   CpuKernelBuild kernels = CpuKernelBuild::widest;
-  // GELU_AUX / GELU_AUX_BIAS with an fp32 aux and beta = 0: the GEMM writes acc (+ bias) into aux
-  // and the pass only writes D = gelu(aux). false: acc in D (or the workspace), the pass writes
-  // aux and D (tests, benchmark variant).
-  bool acc_in_aux = true;
+  // Forward epilogues that write an fp32 aux (ACT_AUX, ACT_AUX_BIAS) with beta = 0: where the
+  // GEMM's accumulator goes and how the pass stores aux (docs/dev/cpu_backend.md, "Where aux goes").
+  ForwardAuxPlan forward_aux = ForwardAuxPlan::streamed_aux;
 };
 
 // The OpenMP threads a call runs on: `requested` when it is > 0 (CpuBackendOptions::threads);

@@ -32,6 +32,9 @@ struct EpilogueBlock {
   // Forward with aux written: acc is aux itself (the GEMM wrote the pre-activation there), so aux
   // is stored only where the pass adds a bias to it (z = acc + bias, in place).
   bool aux_holds_acc = false;
+  // Forward: aux (when fp32) is written with non-temporal stores, vector by vector where a vector
+  // is aligned to its size (ForwardAuxPlan::streamed_aux).
+  bool stream_aux = false;
   // Rows of the gradient: row_sums[i] += sum over the block's columns of g[i, j], rows entries. The
   // block's columns are summed first in double, in column order, and the sum added to
   // row_sums[i] in double and rounded once: so the order of additions for a row depends on the

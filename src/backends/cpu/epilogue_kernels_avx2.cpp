@@ -75,6 +75,10 @@ struct Avx2Ops {
   }
 
   static void store(float* p, Float8 v) { _mm256_storeu_ps(p, v.v); }
+  // Half a cache line, written without reading it first (p 32-byte aligned); the write-combining
+  // buffer joins the two halves of a line as the pass walks down the column.
+  static void stream(float* p, Float8 v) { _mm256_stream_ps(p, v.v); }
+  static void stream_fence() { _mm_sfence(); }
   // F16C rounds to nearest even, makes subnormal halves and Inf on overflow, as float_to_half.
   static void store(Half* p, Float8 v) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v.v, _MM_FROUND_TO_NEAREST_INT));

@@ -69,6 +69,9 @@ struct Avx512Ops {
   }
 
   static void store(float* p, Float16 v) { _mm512_storeu_ps(p, v.v); }
+  // One whole 64-byte cache line, written without reading it first (p 64-byte aligned).
+  static void stream(float* p, Float16 v) { _mm512_stream_ps(p, v.v); }
+  static void stream_fence() { _mm_sfence(); }
   // Round to nearest even, subnormal halves, Inf on overflow, as float_to_half.
   static void store(Half* p, Float16 v) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),

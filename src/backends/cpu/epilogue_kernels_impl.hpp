@@ -5,7 +5,8 @@
 // be merged by the linker into the portable build.
 //
 // Ops provides: V (the lane type), width (lanes in V), load/store of V from/to float, Half and
-// BFloat16 storage (unaligned), the V arithmetic that the activation functors of
+// BFloat16 storage (unaligned), stream(float*, V) (a non-temporal store to an address aligned to
+// V's size) and stream_fence() (orders those stores before the ones that follow), the V arithmetic that the activation functors of
 // src/core/epilogue_math.hpp need (exp and is_nan found for V by argument-dependent lookup,
 // where, < and >), and for the bias-gradient sums Wide (width doubles):
 // wide_zero(), add_wide(Wide, V), store_wide(double*, Wide), wide_lane_sum(Wide) (the lanes
@@ -19,6 +20,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/epilogue_kernels.hpp"
 #include "core/epilogue_math.hpp"
@@ -46,9 +48,33 @@ void store_lanes(Storage* p, int64_t count, typename Ops::V value) {
   std::memcpy(p, lanes, size_t(count) * sizeof(Storage));
 }
 
+// A forward pass's aux store: non-temporal (Ops::stream) for a whole fp32 vector at an address
+// aligned to its size when `stream` is set; otherwise as store_lanes. Returns whether it streamed.
+template <class Ops, class Storage>
+bool store_aux_lanes(Storage* p, int64_t count, typename Ops::V value, bool stream) {
+  if constexpr (std::is_same_v<Storage, float>) {
+    constexpr uintptr_t kVectorBytes = uintptr_t(Ops::width) * sizeof(float);
+    if (stream && count == Ops::width && reinterpret_cast<uintptr_t>(p) % kVectorBytes == 0) {
+      Ops::stream(p, value);
+      return true;
+    }
+  }
+  store_lanes<Ops>(p, count, value);
+  return false;
+}
+
 template <class Ops>
 constexpr int64_t lesser(int64_t a, int64_t b) {
   return a < b ? a : b;
+}
+
+// Elements of fp32 from p to the first address that is a multiple of a vector's size (0 to
+// width - 1; p is element-aligned, the cpu backend declines other storage).
+template <class Ops>
+int64_t rows_before_aligned(const void* p) {
+  constexpr uintptr_t kVectorBytes = uintptr_t(Ops::width) * sizeof(float);
+  const uintptr_t offset = reinterpret_cast<uintptr_t>(p) % kVectorBytes;
+  return int64_t((kVectorBytes - offset) % kVectorBytes / sizeof(float));
 }
 
 // exp and exp2 on the lanes of a SIMD build, from the primitives its Ops provides:
@@ -125,27 +151,41 @@ void apply_block(const EpilogueBlock& b) {
   DStorage* const d = static_cast<DStorage*>(b.d);
   // The pass stores aux unless the GEMM already wrote z there (acc in aux, no bias to add).
   const bool store_aux = Structure::writes_aux && (!b.aux_holds_acc || Structure::bias);
+  bool streamed = false;
+  // The first `lead` rows (fewer than a vector) go as one short vector, so that the vectors after
+  // them start at an address of column 0 of D (fp32) or else of acc that is a multiple of the
+  // vector's size: a vector that straddles two cache lines costs two accesses. Buffers 16 bytes
+  // off a line (a plain malloc's large blocks) made the relu pass of a (1024, 768, 3072) fprop
+  // cost 8.5% of the GEMM instead of 4-5% (docs/dev/cpu_backend.md, "Where aux goes"). Every
+  // column shares the lead, so a row keeps its lane in every column; the columns are all aligned
+  // when the leading dimensions are multiples of a vector.
+  const int64_t lead = lesser<Ops>(b.rows, std::is_same_v<DStorage, float>
+                                                 ? rows_before_aligned<Ops>(b.d)
+                                                 : rows_before_aligned<Ops>(b.acc));
 
-  for (int64_t i0 = 0; i0 < b.rows; i0 += chunk_rows) {
-    const int64_t i1 = lesser<Ops>(i0 + chunk_rows, b.rows);
-    typename Ops::Wide sums[Structure::row_sums ? kChunkVectors : 1];
+  // Chunk [i0, i1) holds the vectors v = 0, 1, ...: vector 0 is `peel` rows (the lead, in the
+  // first chunk only) or a whole vector, the others whole vectors (the last one maybe short).
+  for (int64_t i0 = 0; i0 < b.rows;) {
+    const int64_t peel = i0 == 0 && lead > 0 ? lead : W;
+    const int64_t i1 = lesser<Ops>(i0 + (peel == W ? 0 : peel) + chunk_rows, b.rows);
+    typename Ops::Wide sums[Structure::row_sums ? kChunkVectors + 1 : 1];
     for (auto& s : sums) s = Ops::wide_zero();
     for (int64_t j = 0; j < b.cols; ++j) {
       const float* acc_col = b.acc + j * b.ld_acc;
       DStorage* d_col = d + j * b.ld_d;
       AuxStorage* aux_col = nullptr;
       if constexpr (Structure::uses_aux) aux_col = static_cast<AuxStorage*>(b.aux) + j * b.ld_aux;
-      for (int64_t i = i0; i < i1; i += W) {
-        const int64_t count = lesser<Ops>(W, i1 - i);
+      int64_t count = lesser<Ops>(peel, i1 - i0);
+      for (int64_t i = i0, v = 0; i < i1; i += count, count = lesser<Ops>(W, i1 - i), ++v) {
         const V acc = load_lanes<Ops>(acc_col + i, count);
         V out;
         if constexpr (Structure::backward) {
           out = acc * Act::derivative(load_lanes<Ops>(aux_col + i, count));
-          if constexpr (Structure::row_sums) sums[(i - i0) / W] = Ops::add_wide(sums[(i - i0) / W], out);
+          if constexpr (Structure::row_sums) sums[v] = Ops::add_wide(sums[v], out);
         } else {
           V z = acc;
           if constexpr (Structure::bias) z = acc + load_lanes<Ops>(b.bias + i, count);
-          if (store_aux) store_lanes<Ops>(aux_col + i, count, z);
+          if (store_aux) streamed |= store_aux_lanes<Ops>(aux_col + i, count, z, b.stream_aux);
           out = Act::forward(z);
         }
         store_lanes<Ops>(d_col + i, count, out);
@@ -153,16 +193,20 @@ void apply_block(const EpilogueBlock& b) {
     }
     if constexpr (Structure::row_sums) {
       // Padded lanes summed zeros (acc = 0); only the block's rows are added.
-      for (int64_t v = 0; v < kChunkVectors && i0 + v * W < i1; ++v) {
+      int64_t count = lesser<Ops>(peel, i1 - i0);
+      for (int64_t i = i0, v = 0; i < i1; i += count, count = lesser<Ops>(W, i1 - i), ++v) {
         double lanes[W];
         Ops::store_wide(lanes, sums[v]);
-        const int64_t i = i0 + v * W;
-        for (int64_t l = 0; l < lesser<Ops>(W, i1 - i); ++l) {
+        for (int64_t l = 0; l < count; ++l) {
           b.row_sums[i + l] = float(double(b.row_sums[i + l]) + lanes[l]);
         }
       }
     }
+    i0 = i1;
   }
+  // Non-temporal stores are weakly ordered: fenced before the block counts as written (another
+  // thread, or the caller after the parallel loop, may read aux next).
+  if (streamed) Ops::stream_fence();
 }
 
 template <class Ops, class Structure, class Act, class DStorage>

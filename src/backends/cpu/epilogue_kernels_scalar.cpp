@@ -18,6 +18,9 @@ struct ScalarOps {
   static void store(float* p, float v) { *p = v; }
   static void store(Half* p, float v) { *p = float_to_half(v); }
   static void store(BFloat16* p, float v) { *p = float_to_bf16(v); }
+  // Portable: no non-temporal stores, so nothing to fence.
+  static void stream(float* p, float v) { *p = v; }
+  static void stream_fence() {}
   using Wide = double;
   static double wide_zero() { return 0.0; }
   static double add_wide(double sum, float v) { return sum + double(v); }
