@@ -606,35 +606,26 @@ int main(int argc, char** argv) {
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream strm(eng);
 
-  epigemm::CpuBackendOptions panel_options;
-  panel_options.panel_columns = 512;
-  auto paneled = epigemm::create_cpu_backend(panel_options);
-  epigemm::CpuBackendOptions openblas_options;
-  openblas_options.engine = epigemm::CpuGemmEngine::openblas;
-  auto on_openblas = epigemm::create_cpu_backend(openblas_options);
   struct Variant {
     std::string name;
     std::unique_ptr<epigemm::Backend> backend;
   };
   std::vector<Variant> variants;
-  variants.push_back({"cpu[panel=512]", std::move(paneled)});
-  variants.push_back({"cpu[openblas]", std::move(on_openblas)});
-  epigemm::CpuBackendOptions matmul_options;
-  matmul_options.onednn_overwrite = epigemm::OnednnOverwrite::matmul_primitive;
-  variants.push_back({"cpu[matmul]", epigemm::create_cpu_backend(matmul_options)});
-  epigemm::CpuBackendOptions sgemm_options;
-  sgemm_options.onednn_overwrite = epigemm::OnednnOverwrite::sgemm;
-  variants.push_back({"cpu[sgemm]", epigemm::create_cpu_backend(sgemm_options)});
-  epigemm::CpuBackendOptions avx2_options;
-  avx2_options.kernels = epigemm::CpuKernelBuild::avx2;
-  variants.push_back({"cpu[avx2]", epigemm::create_cpu_backend(avx2_options)});
+  // A variant: the backend with the default options changed by `set`.
+  auto add_variant = [&variants](const std::string& name, auto set) {
+    epigemm::CpuBackendOptions options;
+    set(options);
+    variants.push_back({name, epigemm::create_cpu_backend(options)});
+  };
+  using Options = epigemm::CpuBackendOptions;
+  add_variant("cpu[panel=512]", [](Options& o) { o.panel_columns = 512; });
+  add_variant("cpu[openblas]", [](Options& o) { o.engine = epigemm::CpuGemmEngine::openblas; });
+  add_variant("cpu[matmul]", [](Options& o) { o.onednn_overwrite = epigemm::OnednnOverwrite::matmul_primitive; });
+  add_variant("cpu[sgemm]", [](Options& o) { o.onednn_overwrite = epigemm::OnednnOverwrite::sgemm; });
+  add_variant("cpu[avx2]", [](Options& o) { o.kernels = epigemm::CpuKernelBuild::avx2; });
   // The two forward-aux plans the default (streamed_aux) is measured against.
-  epigemm::CpuBackendOptions acc_in_aux_options;
-  acc_in_aux_options.forward_aux = epigemm::ForwardAuxPlan::acc_in_aux;
-  variants.push_back({"cpu[acc in aux]", epigemm::create_cpu_backend(acc_in_aux_options)});
-  epigemm::CpuBackendOptions cached_aux_options;
-  cached_aux_options.forward_aux = epigemm::ForwardAuxPlan::cached_aux;
-  variants.push_back({"cpu[aux cached]", epigemm::create_cpu_backend(cached_aux_options)});
+  add_variant("cpu[acc in aux]", [](Options& o) { o.forward_aux = epigemm::ForwardAuxPlan::acc_in_aux; });
+  add_variant("cpu[aux cached]", [](Options& o) { o.forward_aux = epigemm::ForwardAuxPlan::cached_aux; });
   if (opt.engines) {
     // Only the two forced choices, on DEFAULT (see the file comment).
     variants.erase(std::remove_if(variants.begin(), variants.end(),
@@ -644,9 +635,7 @@ int main(int argc, char** argv) {
                    variants.end());
   }
   for (int64_t w : opt.panel_widths) {
-    epigemm::CpuBackendOptions o;
-    o.panel_columns = w;
-    variants.push_back({"cpu[panel=" + std::to_string(w) + "]", epigemm::create_cpu_backend(o)});
+    add_variant("cpu[panel=" + std::to_string(w) + "]", [w](Options& o) { o.panel_columns = w; });
   }
 
   epigemm_bench::ResultTable table;
