@@ -9,11 +9,14 @@
 //   - one case and one alignment class after another in one context, and the same calls in a
 //     fresh context: an algorithm chosen for aligned operands is not reused for less aligned ones,
 //     and the same call gives bitwise the same result whichever alignment came first;
+//   - split-K partial sums added in fp32, never in D's 16-bit type (against the cuda backend on a
+//     long-gemm_k data gradient);
 //   - each rule it still declines: asked by name it answers NOT_SUPPORTED with the rule's reason,
 //     and under auto the call runs on another backend, which says why, and matches the reference.
 // Each GPU test prints SKIP where the cublaslt backend cannot run (no CUDA build, no GPU).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <iostream>
 #include <string>
@@ -453,6 +456,42 @@ TEST(CublasLtBackend, DeclinesOnlyWhatCuBlasLtCannotRun) {
   EXPECT_NE(answer.message.find("not a multiple of its element size 2"), std::string::npos) << answer.message;
 }
 
+// The split-K reductions stay in fp32 (docs/conventions.md, "Data types": every reduction at
+// least fp32). On a data gradient with few output tiles and a long gemm_k (the dgrad of a layer of
+// 3001 tokens, 1022 in and 4094 out features, in bf16), cuBLASLt's heuristic splits gemm_k; left
+// free, it may add the partial sums in D's bf16 (INPLACE or OUTPUT_TYPE), rounding an element more
+// than once. The result is compared with the cuda backend's (cuBLAS with reduced-precision
+// reductions disallowed, one rounding): two computations each rounded once from fp32 sums differ
+// by at most one bf16 ulp.
+TEST(CublasLtBackend, SplitKSumsAreReducedInFp32) {
+  Context ctx;
+  EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCublasLt);
+  GemmCase c = lt_case(EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_ACTIVATION_GELU_TANH, 1022, 3001, 4094, "lt_split_k", 0);
+  c.transa = c.transb = EPIGEMM_OP_N;  // dgrad: dX^T = W^T dY^T, both as stored
+  SCOPED_TRACE(c.describe());
+  const CaseRun lt = run_case(ctx, c);
+  ASSERT_TRUE(lt.ok);
+  ASSERT_EQ(lt.ran, EPIGEMM_BACKEND_CUBLASLT);
+  GemmCase on_cuda = c;
+  on_cuda.target = Target{EPIGEMM_BACKEND_CUDA, EPIGEMM_MEMORY_DEVICE};
+  const CaseRun cuda = run_case(ctx, on_cuda);
+  ASSERT_TRUE(cuda.ok);
+  int64_t over_one_ulp = 0;
+  double worst_ulps = 0;
+  for (int64_t j = 0; j < c.gemm_n; ++j) {
+    for (int64_t i = 0; i < c.gemm_m; ++i) {
+      const double x = lt.after.d.get(i, j), y = cuda.after.d.get(i, j);
+      // One bf16 ulp at the larger magnitude (8 significant bits).
+      const double ulp = std::ldexp(1.0, std::ilogb(std::fmax(std::fmax(std::fabs(x), std::fabs(y)), 1e-30)) - 7);
+      const double ulps = std::fabs(x - y) / ulp;
+      worst_ulps = std::fmax(worst_ulps, ulps);
+      if (!(ulps <= 1.0)) ++over_one_ulp;
+    }
+  }
+  EXPECT_EQ(over_one_ulp, 0) << "elements of cublaslt's D more than one bf16 ulp from cuda's; worst "
+                             << worst_ulps << " ulps";
+}
+
 #else  // !EPIGEMM_TESTS_WITH_CUDA
 
 TEST(CublasLtBackend, OddOutFeaturesRunsEveryForwardEpilogue) {
@@ -465,6 +504,9 @@ TEST(CublasLtBackend, PlanIsChosenPerAlignment) {
   GTEST_SKIP() << "SKIP: this build has no CUDA (the cublaslt backend is not compiled in)";
 }
 TEST(CublasLtBackend, DeclinesOnlyWhatCuBlasLtCannotRun) {
+  GTEST_SKIP() << "SKIP: this build has no CUDA (the cublaslt backend is not compiled in)";
+}
+TEST(CublasLtBackend, SplitKSumsAreReducedInFp32) {
   GTEST_SKIP() << "SKIP: this build has no CUDA (the cublaslt backend is not compiled in)";
 }
 

@@ -289,6 +289,15 @@ Status CublasLtBackend::find_algorithm(const GemmCall& call, Plan* p) const {
   EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_PREFER(guard.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignments.b));
   EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_PREFER(guard.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignments.d));
   EPIGEMM_RETURN_IF_ERROR(EPIGEMM_LT_PREFER(guard.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignments.d));
+  // Split-K partial sums reduced in fp32 only (or no split-K): the schemes that reduce in D's type
+  // (INPLACE in D itself, OUTPUT_TYPE in the workspace) round each partial sum to bf16/fp16, so
+  // an element is rounded more than once (docs/conventions.md, "Data types": accumulation and
+  // every reduction in at least fp32).
+  // The cuda backend's cuBLAS calls make the same choice (CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_
+  // REDUCTION).
+  const uint32_t reduction_schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  EPIGEMM_RETURN_IF_ERROR(
+      EPIGEMM_LT_PREFER(guard.preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, reduction_schemes));
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
