@@ -954,10 +954,17 @@ int main(int argc, char** argv) {
           check = vs_ref.first == 0 && vs_ref.second == 0
                       ? "ok"
                       : "MISMATCH vs naive: d/aux " + std::to_string(vs_ref.first) + ", bias_grad " + std::to_string(vs_ref.second);
+          // cuBLASLt called directly, against the same naive result: reported, not a failure of
+          // ours. Left free (as here), it adds split-K partial sums in bf16 on skinny long-k
+          // GEMMs, which the cublaslt backend does not allow (docs/dispatch.md).
           if (lt_ok) {
-            const auto vs_lt = count_bad(d_lt.ptr, aux_lt.ptr, bg_lt.ptr);
-            if (vs_lt.first != 0 || vs_lt.second != 0) {
-              check += "; MISMATCH vs lt: d/aux " + std::to_string(vs_lt.first) + ", bias_grad " + std::to_string(vs_lt.second);
+            unsigned long long lt_bad = mismatches(d_lt.ptr, d_ref.ptr, elems, 1.0f / 32, 1.0f / 64);
+            if (parts.writes_aux()) lt_bad += mismatches(aux_lt.ptr, aux_ref.ptr, elems, 1.0f / 64, 1.0f / 256);
+            const unsigned long long lt_bad_bg =
+                bg_len ? mismatches(bg_lt.ptr, bg_ref.ptr, bg_len, 1.0f / 64, 0.02f * std::sqrt(float(terms))) : 0;
+            if (lt_bad != 0 || lt_bad_bg != 0) {
+              check += "; cuBLASLt fused off the naive result: d/aux " + std::to_string(lt_bad) + ", bias_grad " +
+                       std::to_string(lt_bad_bg);
             }
           }
           // The cutlass backend's outputs on the same set against the same naive computation.
@@ -1197,8 +1204,10 @@ int main(int argc, char** argv) {
      << "`x floor` = time over the plain cuBLAS GEMM of the same pass in the same run. `limit` = "
         "(floor + epilogue bytes floor / copy bandwidth / 0.85) / floor. "
         "`lt/cuda` > 1: the cuda backend is faster than cuBLASLt's fused epilogue (n/a: cuBLASLt has none). "
-        "`check`: the cuda backend against a naive computation of the epilogue on the same fp32 GEMM result "
-        "(and against cuBLASLt where it has the epilogue).\n\n"
+        "`check`: the cuda backend against a naive computation of the epilogue on the same fp32 GEMM result; "
+        "where cuBLASLt's fused call (left free, as a user calling it gets it) is off that result, a note "
+        "says by how many elements (it may add split-K partial sums in bf16, which the cublaslt backend "
+        "does not allow).\n\n"
      << "| shape (tok,in,out) | pass | epilogue | floor ms | cuda ms | cuda x floor | limit | within | in-place (serial) x floor | lt fused ms | lt x floor | lt/cuda | check |\n"
      << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Row& r : rows) {
@@ -1285,7 +1294,8 @@ int main(int argc, char** argv) {
   for (const Row& r : rows) {
     // A declined cutlass case has no time and says so; a cutlass case that ran was checked.
     const bool cutlass_ran = r.variant == "cutlass" && r.check.rfind("declined", 0) != 0;
-    if ((r.variant == "cuda" || cutlass_ran) && r.check != "ok") {
+    // "ok", possibly followed by a note on cuBLASLt's own result, is a pass.
+    if ((r.variant == "cuda" || cutlass_ran) && r.check.rfind("ok", 0) != 0) {
       std::printf("CHECK FAILED: %s %s %s %s: %s\n", r.variant.c_str(), r.shape.c_str(), r.pass.c_str(),
                   r.epilogue.c_str(), r.check.c_str());
       ++mismatched;
