@@ -10,7 +10,8 @@
 //                       the pass, with each activation of --activations (default gelu_tanh)
 //   cpu[panel=W]        the backend with panels of W columns (GEMM then epilogue per panel)
 //                       instead of one panel, for the pass's full epilogue (with the first
-//                       activation of --activations, as every variant): what panels buy
+//                       activation of --activations other than the identity, as every
+//                       variant): what panels buy
 //                       (512 always, more widths with --panels)
 //   cpu[openblas]       the backend on OpenBLAS instead of oneDNN, full epilogue
 //   cpu[matmul]         the backend forced to run oneDNN's matmul primitive (bias added inside,
@@ -660,8 +661,15 @@ int main(int argc, char** argv) {
                    layer.name().c_str(), pass.c_str(), n_sets, set_bytes(sets[0]) / 1e6, load);
 
       const epigemm_epilogue_t full = pass_epilogues(pass).back();
-      // The variants run the full epilogue with the first activation asked for.
-      const epigemm_activation_t variant_activation = opt.activations.front();
+      // The variants run the full epilogue with the first activation asked for other than the
+      // identity (the identity alone if that is all).
+      epigemm_activation_t variant_activation = opt.activations.front();
+      for (const epigemm_activation_t act : opt.activations) {
+        if (act != EPIGEMM_ACTIVATION_IDENTITY) {
+          variant_activation = act;
+          break;
+        }
+      }
       std::vector<std::vector<epigemm_tensor_t>> keep(n_sets);
       std::vector<std::vector<epigemm_vector_t>> keep_vectors(n_sets);
       std::vector<GemmCall> calls;       // DEFAULT views, for the floors

@@ -188,6 +188,7 @@ TEST_P(CpuKernelBuilds, StreamedAuxMatchesCachedAux) {
             ASSERT_EQ(std::memcmp(&aux[0][at], &aux[1][at], sizeof(float)), 0) << "aux(" << i << ", " << j << ")";
             ASSERT_EQ(std::memcmp(&d[0][at], &d[1][at], sizeof(float)), 0) << "D(" << i << ", " << j << ")";
             ASSERT_FALSE(std::isnan(aux[0][at])) << "aux(" << i << ", " << j << ") not written";
+            ASSERT_FALSE(std::isnan(d[0][at])) << "D(" << i << ", " << j << ") not written";
           }
         }
       }
@@ -384,6 +385,37 @@ TEST(CpuBackend, BiasGradientsBitwiseIdenticalWithOneAndTwoThreads) {
       int nonzero = 0;
       for (int64_t i = 0; i < bg.rows; ++i) nonzero += bg.get(i, 0) != 0.0f;
       EXPECT_GT(nonzero, bg.rows / 2);
+    }
+  }
+}
+
+// DACT_BGRAD on one thread with more rows than a row-sum chunk (1024) and D's column 0 off a
+// vector boundary (the data pointer one element past malloc's 16-byte alignment): the pass's
+// first chunk is extended by the lead (the short first vector), and the chunks after it start
+// aligned. Each kernel build this CPU runs, against the reference, bias_grad included.
+TEST(CpuBackend, RowSumsOverSeveralChunksAfterAShortFirstVector) {
+  for (const char* build : {"avx512", "avx2", "scalar"}) {
+    const std::string name = build;
+    if (name != "scalar" && kernel_build(name) == nullptr) continue;
+    CpuBackendOptions options;
+    options.threads = 1;
+    options.kernels = name == "avx512" ? epigemm::CpuKernelBuild::widest
+                      : name == "avx2" ? epigemm::CpuKernelBuild::avx2
+                                       : epigemm::CpuKernelBuild::scalar;
+    for (epigemm_activation_t act : {EPIGEMM_ACTIVATION_GELU_TANH, EPIGEMM_ACTIVATION_RELU}) {
+      for (bool misaligned : {true, false}) {
+        Case c;
+        c.epilogue = EPIGEMM_EPILOGUE_DACT_BGRAD;
+        c.activation = act;
+        c.m = 2100;  // chunks of 1024 (+ the lead), 1024 and the rest
+        c.n = 23;
+        c.k = 17;
+        c.pad = 5;
+        c.misaligned = misaligned;
+        c.seed = 61;
+        SCOPED_TRACE(name + " " + epigemm_activation_name(act) + (misaligned ? " misaligned" : " aligned"));
+        expect_matches_reference(c, options);
+      }
     }
   }
 }

@@ -459,10 +459,15 @@ TEST(CublasLtBackend, DeclinesOnlyWhatCuBlasLtCannotRun) {
 // The split-K reductions stay in fp32 (docs/conventions.md, "Data types": every reduction at
 // least fp32). On a data gradient with few output tiles and a long gemm_k (the dgrad of a layer of
 // 3001 tokens, 1022 in and 4094 out features, in bf16), cuBLASLt's heuristic splits gemm_k; left
-// free, it may add the partial sums in D's bf16 (INPLACE or OUTPUT_TYPE), rounding an element more
-// than once. The result is compared with the cuda backend's (cuBLAS with reduced-precision
-// reductions disallowed, one rounding): two computations each rounded once from fp32 sums differ
-// by at most one bf16 ulp.
+// free, it adds the partial sums in D's bf16 (INPLACE), rounding an element once per partial sum:
+// on the H200 527 k of the 3.07 M elements came out more than one bf16 ulp from the fp32 result
+// (dev/cuda/cublaslt_reduction_lab.cu). The result is compared with the cuda backend's (cuBLAS
+// with reduced-precision reductions disallowed, one rounding). Two results each rounded once from
+// fp32 sums differ by at most one bf16 ulp, except where the sums themselves differ: near zero,
+// where 4094 terms of magnitude ~1 cancel and two summation orders differ in their last fp32 bits.
+// That is what the absolute term allows: 1/8 of a bf16 ulp at the result's root mean square, far
+// above fp32 ordering differences (~1e-6 of it) and below what one bf16 rounding of a partial sum
+// of that size adds (half an ulp).
 TEST(CublasLtBackend, SplitKSumsAreReducedInFp32) {
   Context ctx;
   EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCublasLt);
@@ -476,20 +481,26 @@ TEST(CublasLtBackend, SplitKSumsAreReducedInFp32) {
   on_cuda.target = Target{EPIGEMM_BACKEND_CUDA, EPIGEMM_MEMORY_DEVICE};
   const CaseRun cuda = run_case(ctx, on_cuda);
   ASSERT_TRUE(cuda.ok);
-  int64_t over_one_ulp = 0;
+  // One bf16 ulp at magnitude x (8 significant bits).
+  auto bf16_ulp = [](double x) { return std::ldexp(1.0, std::ilogb(std::fmax(std::fabs(x), 1e-30)) - 7); };
+  double sum_of_squares = 0;
+  for (int64_t j = 0; j < c.gemm_n; ++j) {
+    for (int64_t i = 0; i < c.gemm_m; ++i) sum_of_squares += cuda.after.d.get(i, j) * cuda.after.d.get(i, j);
+  }
+  const double rms = std::sqrt(sum_of_squares / double(c.gemm_m * c.gemm_n));
+  const double near_zero_allowance = bf16_ulp(rms) / 8;
+  int64_t over = 0;
   double worst_ulps = 0;
   for (int64_t j = 0; j < c.gemm_n; ++j) {
     for (int64_t i = 0; i < c.gemm_m; ++i) {
       const double x = lt.after.d.get(i, j), y = cuda.after.d.get(i, j);
-      // One bf16 ulp at the larger magnitude (8 significant bits).
-      const double ulp = std::ldexp(1.0, std::ilogb(std::fmax(std::fmax(std::fabs(x), std::fabs(y)), 1e-30)) - 7);
-      const double ulps = std::fabs(x - y) / ulp;
-      worst_ulps = std::fmax(worst_ulps, ulps);
-      if (!(ulps <= 1.0)) ++over_one_ulp;
+      const double ulp = bf16_ulp(std::fmax(std::fabs(x), std::fabs(y)));
+      worst_ulps = std::fmax(worst_ulps, std::fabs(x - y) / ulp);
+      if (!(std::fabs(x - y) <= ulp + near_zero_allowance)) ++over;
     }
   }
-  EXPECT_EQ(over_one_ulp, 0) << "elements of cublaslt's D more than one bf16 ulp from cuda's; worst "
-                             << worst_ulps << " ulps";
+  EXPECT_EQ(over, 0) << "elements of cublaslt's D more than one bf16 ulp (plus " << near_zero_allowance
+                     << " near zero) from cuda's; worst " << worst_ulps << " ulps; rms " << rms;
 }
 
 #else  // !EPIGEMM_TESTS_WITH_CUDA

@@ -23,7 +23,10 @@ enum class ForwardAuxPlan {
   // acc in D (or in the workspace when D is 16-bit); the pass rewrites D in place and stores aux
   // with non-temporal stores: aux is read only by the backward pass, long after this call, so
   // it is written without the read for ownership of its cache lines and without pushing D, which
-  // the next layer reads, out of the cache.
+  // the next layer reads, out of the cache. A vector of aux is streamed where its address is a
+  // multiple of the vector's size: the pass aligns its vectors to D's column 0, so aux streams
+  // where its columns sit as far from a cache line as D's (buffers from one allocator, leading
+  // dimensions that are multiples of a vector); elsewhere aux is stored through the cache.
   streamed_aux,
   // The GEMM writes acc into aux; the pass reads it once and writes D (and z = acc + bias back
   // into aux, where the pass adds the bias).

@@ -1,8 +1,9 @@
-// The cpu backend's kernels written once as templates over a lane type, instantiated twice:
-// epilogue_kernels_avx2.cpp (8 floats in a __m256) and epilogue_kernels_scalar.cpp (one float).
-// Only included by those two files. Everything here is a template that depends on the Ops
-// parameter, whose type is file-local in each instantiating file, so no code compiled for AVX2 can
-// be merged by the linker into the portable build.
+// The cpu backend's kernels written once as templates over a lane type, instantiated three
+// times: epilogue_kernels_avx512.cpp (16 floats in a __m512), epilogue_kernels_avx2.cpp (8 floats
+// in a __m256) and epilogue_kernels_scalar.cpp (one float). Only included by those three files.
+// Everything here is a template that depends on the Ops parameter, whose type is file-local in
+// each instantiating file, so no code compiled for AVX2 can be merged by the linker into the
+// portable build.
 //
 // Ops provides: V (the lane type), width (lanes in V), load/store of V from/to float, Half and
 // BFloat16 storage (unaligned), stream(float*, V) (a non-temporal store to an address aligned to
