@@ -42,10 +42,11 @@ namespace {
 
 const Target kCutlass{EPIGEMM_BACKEND_CUTLASS, EPIGEMM_MEMORY_DEVICE};
 
-// The activations other than the identity: the activation epilogues' kernels.
-std::vector<epigemm_activation_t> non_identity_activations() {
-  return {EPIGEMM_ACTIVATION_GELU_TANH, EPIGEMM_ACTIVATION_GELU_ERF, EPIGEMM_ACTIVATION_RELU,
-          EPIGEMM_ACTIVATION_SILU};
+// Every activation: each has a forward and a backward activation kernel (ACT and ACT_BIAS with
+// the identity are DEFAULT and BIAS, and run the linear_combination_bias kernels).
+std::vector<epigemm_activation_t> every_activation() {
+  return {EPIGEMM_ACTIVATION_IDENTITY, EPIGEMM_ACTIVATION_GELU_TANH, EPIGEMM_ACTIVATION_GELU_ERF,
+          EPIGEMM_ACTIVATION_RELU, EPIGEMM_ACTIVATION_SILU};
 }
 
 // One case the cutlass backend runs itself: A, B, D and every side operand in `dtype`, default
@@ -80,7 +81,7 @@ std::vector<GemmCase> every_kernel(epigemm_dtype_t dtype, int64_t m, int64_t n, 
       }
     }
   }
-  for (epigemm_activation_t a : non_identity_activations()) {
+  for (epigemm_activation_t a : every_activation()) {
     for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_ACT, EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_EPILOGUE_ACT_AUX,
                                  EPIGEMM_EPILOGUE_ACT_AUX_BIAS}) {
       cases.push_back(cutlass_case(e, a, T, N, dtype, m, n, k, index++));
@@ -169,9 +170,14 @@ TEST(CutlassSupport, AcceptsItsKernelsAndDeclinesTheRestWithTheReason) {
                     "instantiated for NN (dgrad) only"});
   probes.push_back({"BGRADB", host_probe_call(EPIGEMM_EPILOGUE_BGRADB, gelu, N, T, 64, 64, 64),
                     "sums an input operand"});
-  probes.push_back({"ACT_AUX(identity)",
-                    host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX, EPIGEMM_ACTIVATION_IDENTITY, T, N, 64, 64, 64),
-                    "identity"});
+  probes.push_back({"ACT_AUX(identity) TN",
+                    host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX, EPIGEMM_ACTIVATION_IDENTITY, T, N, 64, 64, 64), nullptr});
+  probes.push_back({"DACT_BGRAD(identity) NN",
+                    host_probe_call(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_IDENTITY, N, N, 64, 64, 64),
+                    nullptr});
+  probes.push_back({"ACT_AUX(identity) NN",
+                    host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX, EPIGEMM_ACTIVATION_IDENTITY, N, N, 64, 64, 64),
+                    "instantiated for TN (fprop) only"});
   probes.push_back({"gemm_k = 0", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 0), "empty"});
   probes.push_back({"gemm_m = 17 (D's contiguous extent)",
                     host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 17, 64, 64), "gemm_m = 17"});
@@ -270,7 +276,7 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
                                {dtype_name + " " + layout_name + " linear_combination_bias", config});
         expect_supported(EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_ACTIVATION_GELU_TANH, layout, dtype);
         expect_supported(EPIGEMM_EPILOGUE_BIAS, EPIGEMM_ACTIVATION_GELU_TANH, layout, dtype);
-        for (epigemm_activation_t a : non_identity_activations()) {
+        for (epigemm_activation_t a : every_activation()) {
           const std::string act = std::string("(") + epigemm_activation_name(a) + ")";
           const cb::Kernel* forward = cb::find_forward_activation_aux_kernel(dtype, layout, a, tile);
           const cb::Kernel* backward = cb::find_backward_activation_bgrad_kernel(dtype, layout, a, tile);
@@ -290,13 +296,11 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
             }
           }
         }
-        EXPECT_EQ(cb::find_forward_activation_aux_kernel(dtype, layout, EPIGEMM_ACTIVATION_IDENTITY, tile), nullptr);
-        EXPECT_EQ(cb::find_backward_activation_bgrad_kernel(dtype, layout, EPIGEMM_ACTIVATION_IDENTITY, tile), nullptr);
       }
     }
   }
-  // Cooperative: 8 linear_combination_bias + 8 forward + 8 backward; ping-pong: 8 forward.
-  EXPECT_EQ(found, 32);
+  // Cooperative: 8 linear_combination_bias + 10 forward + 10 backward; ping-pong: 10 forward.
+  EXPECT_EQ(found, 38);
 }
 // The tile order is a pure function of the call's tile grid and the SM count: runs of 4 (else 2)
 // tiles from two waves of 128 x 128 tiles on, where CUTLASS's rounding of the grid to the swizzle
@@ -328,7 +332,8 @@ TEST(CutlassSupport, TileOrderDependsOnTheTileGridOnly) {
 
 // auto's priority for cutlass reads the epilogue's parts and the waves of 128 x 128 tiles over the
 // SMs: forward activation epilogues 35 from 7 waves on, 25 from 1.5, else 1; DACT without the bias
-// gradient 35 from 7 waves on, else 1; DACT_BGRAD, the identity and the plain epilogues 1.
+// gradient 35 from 7 waves on, else 1; DACT_BGRAD and the plain epilogues 1. The identity with an
+// aux follows its family's rule; without one (DEFAULT, BIAS) it is a plain epilogue.
 TEST(CutlassSupport, AutoPriorityDependsOnTheEpilogueAndTheWaves) {
   namespace cb = epigemm::cutlass_backend;
   const cb::DeviceFacts h200{0, 132};
@@ -347,7 +352,11 @@ TEST(CutlassSupport, AutoPriorityDependsOnTheEpilogueAndTheWaves) {
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 32, 128 * 29), 35);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 32, 128 * 28), 1);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 128, 128 * 64), 1);
-  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_IDENTITY, 128 * 128, 128 * 64), 1);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_IDENTITY, 128 * 128, 128 * 64), 35);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX, EPIGEMM_ACTIVATION_IDENTITY, 128 * 20, 128 * 10), 25);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, EPIGEMM_ACTIVATION_IDENTITY, 128 * 32, 128 * 29), 35);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_ACTIVATION_IDENTITY, 128 * 128, 128 * 64), 1);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DEFAULT, gelu, 128 * 128, 128 * 64), 1);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_BIAS, gelu, 128 * 128, 128 * 64), 1);
   // The same grid on an SM count twice the H200's is half the waves.
   EXPECT_EQ(cb::auto_priority_for(host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, silu, T, N, 128 * 32, 128 * 29, 64),

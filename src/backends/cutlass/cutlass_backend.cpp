@@ -5,8 +5,9 @@
 // What it runs (cutlass_kernels.hpp): A and B bf16 or f16, D, bias, aux and bias_grad in the same
 // dtype, fp32 accumulation and epilogue math;
 //   DEFAULT, BIAS                           in every layout (NN, NT, TN, TT);
-//   ACT, ACT_BIAS, ACT_AUX, ACT_AUX_BIAS    in TN (fprop), every activation but the identity;
-//   DACT, DACT_BGRAD                        in NN (dgrad), every activation but the identity.
+//   ACT, ACT_BIAS, ACT_AUX, ACT_AUX_BIAS    in TN (fprop), every activation (ACT and ACT_BIAS
+//                                           with the identity are DEFAULT and BIAS);
+//   DACT, DACT_BGRAD                        in NN (dgrad), every activation.
 // Everything else is declined with the reason, and under AUTO another backend runs it.
 //
 // It checks every pointer, leading dimension and extent itself before a kernel is chosen:
@@ -69,29 +70,21 @@ const Kernel* kernel_for(const GemmCall& call, std::string* why_not) {
   const Kernel* kernel = nullptr;
   switch (parts.direction) {
     case Direction::backward:
-      if (parts.activation == EPIGEMM_ACTIVATION_IDENTITY) {
-        *why_not = label() + ": the backward epilogues are instantiated for the activations other than identity";
-        return nullptr;
-      }
       kernel = cutlass_backend::find_backward_activation_bgrad_kernel(
-          call.d.dtype, layout, call.activation, tile_config_for(KernelFamily::backward_activation_bgrad, call));
+          call.d.dtype, layout, parts.activation, tile_config_for(KernelFamily::backward_activation_bgrad, call));
       if (kernel == nullptr) {
         *why_not = label() + " with transa/transb " + layout_name + ": instantiated for NN (dgrad) only";
       }
       return kernel;
     case Direction::forward:
-      if (parts.activation == EPIGEMM_ACTIVATION_IDENTITY) {
-        if (parts.uses_aux()) {
-          *why_not = label() + ": an aux copy of D with the identity activation is not instantiated";
-          return nullptr;
-        }
+      if (parts.activation == EPIGEMM_ACTIVATION_IDENTITY && !parts.uses_aux()) {
         kernel = cutlass_backend::find_linear_combination_bias_kernel(
             call.d.dtype, layout, tile_config_for(KernelFamily::linear_combination_bias, call));
         if (kernel == nullptr) *why_not = label() + " with transa/transb " + layout_name + ": not instantiated";
         return kernel;
       }
       kernel = cutlass_backend::find_forward_activation_aux_kernel(
-          call.d.dtype, layout, call.activation, tile_config_for(KernelFamily::forward_activation_aux, call));
+          call.d.dtype, layout, parts.activation, tile_config_for(KernelFamily::forward_activation_aux, call));
       if (kernel == nullptr) {
         *why_not = label() + " with transa/transb " + layout_name + ": instantiated for TN (fprop) only";
       }

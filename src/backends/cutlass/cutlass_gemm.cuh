@@ -16,9 +16,9 @@
 //   LinearCombinationBias      D = acc (+ bias[i])                     (bias null: + 0)
 //   ForwardActivationAux       z = acc (+ bias[i]); aux = z (if aux); D = act(z)
 //   BackwardActivationBgrad    g = acc * act'(aux); D = g; bias_grad[i] = sum_j g (if bias_grad),
-//                              summed in fp32 from the unrounded g: per-tile partial row sums in
-//                              the workspace, then the last CTA of each tile row adds them in tile
-//                              order (no atomics on values: deterministic for a fixed tile shape).
+//                              summed in fp32 from the unrounded g: each tile writes its partial
+//                              row sums to the workspace, then a kernel of its own adds them in
+//                              tile order (no atomics: deterministic for a fixed tile shape).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -36,6 +36,7 @@
 #include <cutlass/kernel_hardware_info.h>
 
 #include "backends/cutlass/cutlass_activation.cuh"
+#include "backends/cutlass/cutlass_row_partial_sums.cuh"
 #include "backends/cutlass/cutlass_kernels.hpp"
 #include "backends/cutlass/cutlass_tile_config.hpp"
 #include "core/names.hpp"
@@ -109,8 +110,9 @@ struct LinearCombinationBias {
   using Operation = cutlass::epilogue::fusion::LinCombPerRowBias<
       /*ElementOutput=*/Element, /*ElementCompute=*/float, /*ElementBias=*/Element,
       /*ElementSource=*/Element, /*ElementScalar=*/float>;
+  static constexpr bool kSumsRows = false;
   template <class FusionArguments>
-  static void set(FusionArguments& fusion, const GemmCall& call) {
+  static void set(FusionArguments& fusion, const GemmCall& call, float*) {
     fusion.bias_ptr = call.has_bias ? static_cast<const Element*>(call.bias.data) : nullptr;
   }
 };
@@ -127,8 +129,9 @@ struct ForwardActivationAux {
       /*GmemLayoutTagAux=*/cutlass::layout::ColumnMajor, ForwardActivation<Activation>::template Fn,
       /*ElementOutput=*/Element, /*ElementCompute=*/float, /*ElementAux=*/Element,
       /*ElementBias=*/Element, /*ElementSource=*/Element, /*ElementScalar=*/float>;
+  static constexpr bool kSumsRows = false;
   template <class FusionArguments>
-  static void set(FusionArguments& fusion, const GemmCall& call) {
+  static void set(FusionArguments& fusion, const GemmCall& call, float*) {
     using StrideAux = typename FusionArguments::StrideAux;
     fusion.bias_ptr = call.has_bias ? static_cast<const Element*>(call.bias.data) : nullptr;
     fusion.aux_ptr = call.has_aux ? static_cast<Element*>(call.aux.data) : nullptr;
@@ -137,22 +140,27 @@ struct ForwardActivationAux {
 };
 
 // g = acc * act'(aux); D = g; bias_grad[i] = sum_j g[i, j]. DACT and DACT_BGRAD share it: a null
-// bias-gradient pointer turns the ColReduction into a no-op (its EnableNullptr).
+// partials pointer turns the row sums off (ColReduction's EnableNullptr).
+//
+// The row sums: each tile's partial sums go to the workspace (`partials`, fp32, Partials below)
+// and sum_row_partials adds them afterwards, in tile order. CUTLASS's own LinCombDeEltActDePerRowBias
+// lets the last CTA of each tile row add them instead, behind a __threadfence and a tile counter per
+// row of tiles (reset by a cudaMemsetAsync on every call); that is the same sum in the same order,
+// and on the H200 it cost DACT_BGRAD 10-60% over DACT (docs/dev/cutlass_backend.md, "The row sums").
 template <class Element, class Activation>
 struct BackwardActivationBgrad {
   static std::string label() {
     return std::string("backward_activation_bgrad(") + activation_name(Activation::id) + ")";
   }
-  using Operation = cutlass::epilogue::fusion::LinCombDeEltActDePerRowBias<
-      /*GmemLayoutTagAux=*/cutlass::layout::ColumnMajor, GradientTimesDerivative<Activation>::template Fn,
-      /*ElementOutput=*/Element, /*ElementCompute=*/float, /*ElementAux=*/Element,
-      /*ElementBias=*/Element, /*ElementSource=*/Element, /*ElementScalar=*/float>;
+  using Operation = DeEltActRowPartialSums<cutlass::layout::ColumnMajor, GradientTimesDerivative<Activation>::template Fn,
+                                           /*ElementOutput=*/Element, /*ElementAux=*/Element>;
+  static constexpr bool kSumsRows = true;
   template <class FusionArguments>
-  static void set(FusionArguments& fusion, const GemmCall& call) {
+  static void set(FusionArguments& fusion, const GemmCall& call, float* partials) {
     using StrideAux = typename FusionArguments::StrideAux;
     fusion.aux_ptr = static_cast<const Element*>(call.aux.data);
     fusion.dAux = stride_with_leading_dimension<StrideAux>(call.aux.ld);
-    fusion.dbias_ptr = call.has_bias_grad ? static_cast<Element*>(call.bias_grad.data) : nullptr;
+    fusion.partials_ptr = call.has_bias_grad ? partials : nullptr;
   }
 };
 
@@ -187,9 +195,36 @@ struct CutlassGemm {
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
   using Arguments = typename Gemm::Arguments;
 
-  // The call as CUTLASS's arguments; workspace is not part of them. C is D itself (read only when
-  // beta != 0: CUTLASS skips the source load when beta is 0, so a NaN D_old is never read).
-  static Arguments arguments(const GemmCall& call, const DeviceFacts& device, TileOrder order) {
+  static constexpr int64_t kTileM = cute::size<0>(typename Config::TileShape{});
+  static constexpr int64_t kTileN = cute::size<1>(typename Config::TileShape{});
+
+  // The workspace: the row partial sums first (DACT_BGRAD), then CUTLASS's own (its tile
+  // scheduler's), each 16-byte aligned; `partials` and `cutlass` are offsets from the aligned base.
+  struct WorkspaceLayout {
+    bool sums_rows = false;
+    RowPartials partials_shape;
+    size_t cutlass = 0;  // offset of CUTLASS's workspace
+  };
+  static WorkspaceLayout workspace_layout(const GemmCall& call) {
+    WorkspaceLayout parts;
+    parts.sums_rows = Family::kSumsRows && call.has_bias_grad;
+    if (parts.sums_rows) {
+      parts.partials_shape = row_partials_of(call.gemm_m, call.gemm_n, kTileM, kTileN);
+      parts.cutlass = (parts.partials_shape.bytes() + kWorkspaceAlignment - 1) / kWorkspaceAlignment *
+                      kWorkspaceAlignment;
+    }
+    return parts;
+  }
+  static char* aligned_workspace(const GemmCall& call) {
+    const uintptr_t address = reinterpret_cast<uintptr_t>(call.workspace);
+    return reinterpret_cast<char*>((address + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment);
+  }
+
+  // The call as CUTLASS's arguments; workspace is not part of them (partials: where the row
+  // partial sums go, or null). C is D itself (read only when beta != 0: CUTLASS skips the source
+  // load when beta is 0, so a NaN D_old is never read).
+  static Arguments arguments(const GemmCall& call, const DeviceFacts& device, TileOrder order,
+                             float* partials = nullptr) {
     using StrideA = typename GemmKernel::StrideA;
     using StrideB = typename GemmKernel::StrideB;
     using StrideC = typename GemmKernel::StrideC;
@@ -207,7 +242,7 @@ struct CutlassGemm {
     args.epilogue.dD = stride_with_leading_dimension<StrideD>(call.d.ld);
     args.epilogue.thread.alpha = call.alpha;
     args.epilogue.thread.beta = call.beta;
-    Family::set(args.epilogue.thread, call);
+    Family::set(args.epilogue.thread, call, partials);
     args.hw_info.device_id = device.device_id;
     args.hw_info.sm_count = device.sm_count;
     args.scheduler.max_swizzle_size = order.swizzle;
@@ -224,18 +259,17 @@ struct CutlassGemm {
   }
 
   static size_t workspace_bytes(const GemmCall& call, const DeviceFacts& device, TileOrder order) {
-    const size_t bytes = Gemm::get_workspace_size(arguments(call, device, order));
+    const WorkspaceLayout parts = workspace_layout(call);
+    const size_t bytes = parts.cutlass + Gemm::get_workspace_size(arguments(call, device, order));
     return bytes == 0 ? 0 : bytes + kWorkspaceAlignment;
   }
 
   static Status run(const GemmCall& call, const DeviceFacts& device, TileOrder order) {
-    const Arguments args = arguments(call, device, order);
-    void* workspace = nullptr;
-    if (Gemm::get_workspace_size(args) > 0) {
-      const uintptr_t address = reinterpret_cast<uintptr_t>(call.workspace);
-      workspace = reinterpret_cast<void*>((address + kWorkspaceAlignment - 1) / kWorkspaceAlignment *
-                                          kWorkspaceAlignment);
-    }
+    const WorkspaceLayout parts = workspace_layout(call);
+    char* base = aligned_workspace(call);
+    float* partials = parts.sums_rows ? reinterpret_cast<float*>(base) : nullptr;
+    const Arguments args = arguments(call, device, order, partials);
+    void* workspace = Gemm::get_workspace_size(args) > 0 ? base + parts.cutlass : nullptr;
     const cudaStream_t stream = static_cast<cudaStream_t>(call.stream);
     Gemm gemm;
     cutlass::Status status = gemm.initialize(args, workspace, stream);
@@ -247,6 +281,10 @@ struct CutlassGemm {
       const cudaError_t launch = cudaGetLastError();
       return EPIGEMM_BACKEND_ERROR("CUTLASS launch of ", name(), ": ", cutlassGetStatusString(status),
                                    " (", cudaGetErrorString(launch), ")");
+    }
+    if (parts.sums_rows) {
+      return launch_sum_row_partials(partials, parts.partials_shape, static_cast<Element*>(call.bias_grad.data),
+                                     stream);
     }
     return Status();
   }

@@ -8,6 +8,7 @@
 //   forward_activation_aux     LinCombPerRowBiasEltActAux    ACT, ACT_BIAS, ACT_AUX, ACT_AUX_BIAS
 //                                                            (a null bias or aux switches that node off)
 //   backward_activation_bgrad  LinCombDeEltActDePerRowBias   DACT, DACT_BGRAD (null bias_grad: off)
+//                              with partial row sums         (cutlass_row_partial_sums.cuh)
 //
 // A lookup returns nullptr for what is not instantiated; the backend declines that call.
 #pragma once
@@ -68,11 +69,11 @@ struct Kernel {
   const char* name;
   // CUTLASS's can_implement for the call's arguments (a status naming the kernel when it refuses).
   Status (*check_can_implement)(const GemmCall& call, const DeviceFacts& device, TileOrder order);
-  // Bytes of workspace the kernel uses for this call's shapes (the DACT_BGRAD partial row sums and
-  // tile counters), plus the slack to align the caller's workspace to 16 bytes.
+  // Bytes of workspace the kernel uses for this call's shapes (the DACT_BGRAD partial row sums,
+  // CUTLASS's tile scheduler), plus the slack to align the caller's workspace to 16 bytes.
   size_t (*workspace_bytes)(const GemmCall& call, const DeviceFacts& device, TileOrder order);
-  // Initializes the workspace (a cudaMemsetAsync of the tile counters where there are any) and
-  // launches the kernel, both on call.stream. No allocation, no synchronization.
+  // Launches the kernel, and for DACT_BGRAD the sum of its partial row sums after it, on
+  // call.stream. No allocation, no synchronization.
   Status (*run)(const GemmCall& call, const DeviceFacts& device, TileOrder order);
 };
 

@@ -114,9 +114,12 @@ inline TileOrder tile_order_for(const GemmCall& call, const DeviceFacts& device)
 // Until 20:30 UTC the rule read the GEMM's multiply-adds (2^33 and more: 35); that put the
 // held-out 384,16384,16384 and 768,4096,14336 (3 and 5 waves, long K) on cutlass at 1.4-1.9 of
 // cuda's time, partly from the tile order's padding (cutlass_tile_config.hpp, tile_order_for).
+// The identity with an aux (ACT_AUX, ACT_AUX_BIAS, DACT, DACT_BGRAD with the identity) follows
+// the rule of its family: the same kernels with a cheaper functor (2026-12-02; on the cuda backend
+// those cases took 1.14-1.30x the plain GEMM, through the fp32 intermediate).
 inline int auto_priority_for(const GemmCall& call, const DeviceFacts& device) {
   const EpilogueParts parts = call.parts();
-  if (parts.activation == EPIGEMM_ACTIVATION_IDENTITY) return 1;
+  if (parts.activation == EPIGEMM_ACTIVATION_IDENTITY && !parts.uses_aux()) return 1;
   const double waves = double(tile_grid_of(call).tiles()) / double(std::max(device.sm_count, 1));
   if (!parts.backward()) return waves >= 7.0 ? 35 : waves >= 1.5 ? 25 : 1;
   return waves >= 7.0 && !parts.writes_bias_grad() ? 35 : 1;

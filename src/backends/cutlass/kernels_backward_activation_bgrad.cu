@@ -1,9 +1,6 @@
 // The backward_activation_bgrad kernels (DACT, DACT_BGRAD): bf16 and f16, the dgrad layout NN only
-// (where a linear layer's activation gradient is), every activation but the identity (DACT with
-// the identity would only copy acc where aux is not NaN: not instantiated), one tile configuration:
-// 8 kernels.
-#include <type_traits>
-
+// (where a linear layer's activation gradient is), every activation (the identity's derivative is
+// 1, NaN where aux is NaN: docs/conventions.md), one tile configuration: 10 kernels.
 #include "backends/cutlass/cutlass_gemm.cuh"
 
 namespace epigemm {
@@ -16,9 +13,7 @@ const Kernel* by_activation(epigemm_activation_t activation) {
   const Kernel* found = nullptr;
   visit_activation(activation, [&](auto functor) {
     using Activation = decltype(functor);
-    if constexpr (!std::is_same_v<Activation, Identity>) {
-      found = CutlassGemm<dtype, OperandLayout::nn, BackwardActivationBgrad<Element, Activation>, Config>::entry();
-    }
+    found = CutlassGemm<dtype, OperandLayout::nn, BackwardActivationBgrad<Element, Activation>, Config>::entry();
   });
   return found;
 }

@@ -1,0 +1,166 @@
+// DACT_BGRAD's row sums in the cutlass backend, in two steps: the GEMM's epilogue writes each
+// tile's partial row sums of g (fp32, unrounded) to the workspace, and sum_row_partials then adds
+// each row's partials in tile order and rounds once to bias_grad's dtype.
+//
+// The first step is CUTLASS's epilogue visitor tree for LinCombDeEltActDePerRowBias with its
+// column-vector reduction (Sm90ColReduction: per row of D, over the columns) told not to do the
+// final reduction itself (FinalReduction = false). With the final reduction, the last CTA to
+// finish a row of tiles adds that row's partials, which needs a __threadfence and an atomic tile
+// counter per row of tiles after every tile (and a cudaMemsetAsync of the counters per call); the
+// sum and its order are the same either way: partial 0, then + partial 1, + partial 2, ... in fp32.
+//
+// The partials' layout is CUTLASS's (sm90_visitor_store_tma_warpspecialized.hpp, "compact m-major
+// (round_nearest(M, CTA_M), ceil_div(N, CTA_N), L)"): the partial of row i over tile column t is at
+// i + t * rows_padded, rows_padded = gemm_m rounded up to the tile's M extent. Included by the
+// kernel translation units only (via cutlass_gemm.cuh).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include <cutlass/cutlass.h>
+#include <cutlass/epilogue/fusion/operations.hpp>
+#include <cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp>
+#include <cutlass/numeric_conversion.h>
+
+#include "core/status.hpp"
+
+namespace epigemm {
+namespace cutlass_backend {
+
+// g = act'(aux) * (alpha acc + beta C) into D, and the per-tile partial row sums of g into an fp32
+// buffer (null: none). The fusion operation's tag: FusionCallbacks below is what it builds.
+template <class GmemLayoutTagAux, template <class> class ActivationFn, class ElementOutput, class ElementAux>
+struct DeEltActRowPartialSums
+    : cutlass::epilogue::fusion::LinCombDeEltActDePerRowBias<
+          GmemLayoutTagAux, ActivationFn, ElementOutput, /*ElementCompute=*/float, ElementAux,
+          /*ElementBias=*/ElementOutput, /*ElementSource=*/ElementOutput, /*ElementScalar=*/float> {};
+
+// The partial row sums of a call's D (gemm_m x gemm_n) over tiles of tile_m x tile_n.
+struct RowPartials {
+  int64_t rows = 0;         // gemm_m
+  int64_t rows_padded = 0;  // gemm_m rounded up to a multiple of tile_m
+  int64_t tiles_n = 0;      // tile columns: ceil(gemm_n / tile_n)
+  size_t bytes() const { return size_t(rows_padded) * size_t(tiles_n) * sizeof(float); }
+};
+
+inline RowPartials row_partials_of(int64_t gemm_m, int64_t gemm_n, int64_t tile_m, int64_t tile_n) {
+  RowPartials p;
+  p.rows = gemm_m;
+  p.rows_padded = (gemm_m + tile_m - 1) / tile_m * tile_m;
+  p.tiles_n = (gemm_n + tile_n - 1) / tile_n;
+  return p;
+}
+
+// out[i] = partial(i, 0) + partial(i, 1) + ... in that order, in fp32, rounded to nearest once.
+// One thread per row; the threads of a warp read 32 consecutive floats of one tile column.
+template <class Element>
+__global__ void sum_row_partials(const float* __restrict__ partials, int64_t rows, int64_t rows_padded,
+                                 int64_t tiles_n, Element* __restrict__ out) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows) return;
+  const float* row = partials + i;
+  float sum = row[0];
+#pragma unroll 8
+  for (int64_t t = 1; t < tiles_n; ++t) sum += row[t * rows_padded];
+  out[i] = cutlass::NumericConverter<Element, float, cutlass::FloatRoundStyle::round_to_nearest>{}(sum);
+}
+
+template <class Element>
+Status launch_sum_row_partials(const float* partials, const RowPartials& shape, Element* out, cudaStream_t stream) {
+  constexpr int kThreads = 256;
+  const int64_t blocks = (shape.rows + kThreads - 1) / kThreads;
+  sum_row_partials<Element><<<dim3(unsigned(blocks)), dim3(kThreads), 0, stream>>>(
+      partials, shape.rows, shape.rows_padded, shape.tiles_n, out);
+  const cudaError_t launched = cudaGetLastError();
+  if (launched != cudaSuccess) {
+    return EPIGEMM_BACKEND_ERROR("launch of sum_row_partials (", shape.rows, " rows, ", shape.tiles_n,
+                                 " tile columns): ", cudaGetErrorString(launched));
+  }
+  return Status();
+}
+
+}  // namespace cutlass_backend
+}  // namespace epigemm
+
+namespace cutlass::epilogue::fusion {
+
+// The visitor tree of DeEltActRowPartialSums: CUTLASS's Sm90LinCombDeEltActDePerRowBias with the
+// column-vector reduction writing fp32 partials (FinalReduction = false) to partials_ptr.
+template <int StagesC, int StagesD, int FragmentSize, bool ReuseSmemC, bool DelayTmaStore, class GmemLayoutTagAux,
+          template <class> class ActivationFn, class ElementOutput, class ElementAux, class CtaTileShapeMNK,
+          class EpilogueTile, class SmemLayoutAtom, class CopyOpS2R>
+struct FusionCallbacks<epilogue::Sm90TmaWarpSpecialized<StagesC, StagesD, FragmentSize, ReuseSmemC, DelayTmaStore>,
+                       epigemm::cutlass_backend::DeEltActRowPartialSums<GmemLayoutTagAux, ActivationFn, ElementOutput,
+                                                                        ElementAux>,
+                       CtaTileShapeMNK, EpilogueTile, SmemLayoutAtom, CopyOpS2R>
+    : Sm90EVT<Sm90Compute<cutlass::epilogue::thread::Identity, ElementOutput, float, FloatRoundStyle::round_to_nearest>,
+              Sm90EVT<Sm90ColReduction<plus, plus, plus, 0, CtaTileShapeMNK, /*ElementOutput=*/float,
+                                       /*ElementCompute=*/float, FloatRoundStyle::round_to_nearest,
+                                       Stride<_1, _0, int64_t>, /*Alignment=*/4, /*EnableNullptr=*/true,
+                                       /*FinalReduction=*/false>,
+                      Sm90LinCombDeEltAct<CtaTileShapeMNK, EpilogueTile, StagesC,
+                                          cutlass::gemm::TagToStrideC_t<GmemLayoutTagAux>, SmemLayoutAtom, CopyOpS2R,
+                                          ActivationFn, /*ElementOutput=*/float, /*ElementCompute=*/float, ElementAux,
+                                          /*ElementSource=*/ElementOutput, /*ElementScalar=*/float>>> {
+  using Impl =
+      Sm90EVT<Sm90Compute<cutlass::epilogue::thread::Identity, ElementOutput, float, FloatRoundStyle::round_to_nearest>,
+              Sm90EVT<Sm90ColReduction<plus, plus, plus, 0, CtaTileShapeMNK, float, float,
+                                       FloatRoundStyle::round_to_nearest, Stride<_1, _0, int64_t>, 4, true, false>,
+                      Sm90LinCombDeEltAct<CtaTileShapeMNK, EpilogueTile, StagesC,
+                                          cutlass::gemm::TagToStrideC_t<GmemLayoutTagAux>, SmemLayoutAtom, CopyOpS2R,
+                                          ActivationFn, float, float, ElementAux, ElementOutput, float>>>;
+  using Operation =
+      epigemm::cutlass_backend::DeEltActRowPartialSums<GmemLayoutTagAux, ActivationFn, ElementOutput, ElementAux>;
+
+  struct Arguments {
+    float alpha = 1.0f;
+    float beta = 0.0f;
+    float const* alpha_ptr = nullptr;
+    float const* beta_ptr = nullptr;
+    using StrideAlpha = Stride<_0, _0, int64_t>;
+    using StrideBeta = Stride<_0, _0, int64_t>;
+    StrideAlpha dAlpha = {_0{}, _0{}, 0};
+    StrideBeta dBeta = {_0{}, _0{}, 0};
+
+    using ActivationArguments =
+        typename Sm90Compute<ActivationFn, float, float, FloatRoundStyle::round_to_nearest>::Arguments;
+    ActivationArguments activation = ActivationArguments();
+
+    using StrideAux = cutlass::gemm::TagToStrideC_t<GmemLayoutTagAux>;
+    ElementAux const* aux_ptr = nullptr;
+    StrideAux dAux = {};
+
+    // (rows_padded x tiles_n) fp32, cutlass_row_partial_sums.cuh; null: no row sums.
+    float* partials_ptr = nullptr;
+
+    operator typename Impl::Arguments() const {
+      return {
+          // unary: convert g to D's type
+          {
+              // unary: the row partial sums of g, passing g through
+              {
+                  // binary: g = activation'(aux) * (beta C + alpha acc)
+                  {
+                      {{beta}, {beta_ptr}, {dBeta}},     // beta
+                      {},                                // C
+                      {{{alpha}, {alpha_ptr}, {dAlpha}},  // alpha
+                       {},                               // acc
+                       {}},                              // alpha * acc
+                      {}                                 // beta * C + alpha * acc
+                  },
+                  {aux_ptr, ElementAux(0), dAux},  // aux
+                  activation                       // the gradient times the derivative
+              },
+              {partials_ptr, 0.0f, Stride<_1, _0, int64_t>{}}  // the reduction: no final step
+          },
+          {}  // the conversion
+      };
+    }
+  };
+
+  using Impl::Impl;
+};
+
+}  // namespace cutlass::epilogue::fusion
