@@ -331,9 +331,9 @@ TEST(CutlassSupport, TileOrderDependsOnTheTileGridOnly) {
 }
 
 // auto's priority for cutlass reads the epilogue's parts and the waves of 128 x 128 tiles over the
-// SMs: forward activation epilogues 35 from 7 waves on, 25 from 1.5, else 1; DACT without the bias
-// gradient 35 from 7 waves on, else 1; DACT_BGRAD and the plain epilogues 1. The identity with an
-// aux follows its family's rule; without one (DEFAULT, BIAS) it is a plain epilogue.
+// SMs: forward activation epilogues 35 from 7 waves on, 25 from 1.5, else 1 (the identity with an
+// aux: 25); DACT and DACT_BGRAD 35 from 7 waves on, else 1; the plain epilogues (DEFAULT, BIAS,
+// the identity without an aux) 1.
 TEST(CutlassSupport, AutoPriorityDependsOnTheEpilogueAndTheWaves) {
   namespace cb = epigemm::cutlass_backend;
   const cb::DeviceFacts h200{0, 132};
@@ -351,7 +351,10 @@ TEST(CutlassSupport, AutoPriorityDependsOnTheEpilogueAndTheWaves) {
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT, gelu, 128 * 16, 128 * 12), 1);   // 192 tiles: 1.45 waves
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 32, 128 * 29), 35);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 32, 128 * 28), 1);
-  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 128, 128 * 64), 1);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 128, 128 * 64), 35);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 32, 128 * 28), 1);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX, EPIGEMM_ACTIVATION_IDENTITY, 128 * 16, 128 * 12), 25);  // 1.45 waves
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_IDENTITY, 128 * 16, 128 * 12), 1);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_IDENTITY, 128 * 128, 128 * 64), 35);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX, EPIGEMM_ACTIVATION_IDENTITY, 128 * 20, 128 * 10), 25);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, EPIGEMM_ACTIVATION_IDENTITY, 128 * 32, 128 * 29), 35);

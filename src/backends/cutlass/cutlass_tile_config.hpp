@@ -95,34 +95,33 @@ inline TileOrder tile_order_for(const GemmCall& call, const DeviceFacts& device)
 
 // auto's priority for cutlass (docs/dispatch.md: cublaslt 30 where its table prefers it, else 5;
 // cuda 20). The rule reads the number of waves of D's 128 x 128 tiles over the SMs (tile_grid_of),
-// a pure function of the call and the device. It was derived on the H200 (bf16, 2026-12-01) from
-// the public shapes (18:20 UTC, `git show a4324c3:bench/results/h200-2026-12-01-1820.csv`) and the
-// derive set with the MLPs' second layers (20:30 UTC, bench/results/
-// h200-2026-12-01-2030-cutlass-rule-source.csv), not from the held-out shapes; per case,
-// cutlass's time over the faster of cuda and cublaslt (docs/dev/cutlass_backend.md, "The
-// generalization set"):
-//   - forward activation epilogues (ACT .. ACT_AUX_BIAS, any activation but the identity): from
-//     7 waves on, 0.54-1.17, median 0.93 (270 cases): 35, above cublaslt's 30. From 1.5 to 7
-//     waves, 0.63-1.24, median 0.965 (90), the slower ones against cuBLASLt's fused epilogues:
-//     25, between cuda's 20 and cublaslt. Below 1.5 waves, median 1.24 (72): 1.
-//   - DACT without the bias gradient: from 7 waves on 0.72-1.18, median 0.987 (75): 35. Below,
-//     median 1.035 (40 cases of 1.5-7 waves) and 1.46 (29 below 1.5): 1.
-//   - DACT_BGRAD: the row-sum reduction puts the median at 1.06-1.33 in every range (up to 1.50
-//     on 8192,16384,4096): 1.
+// a pure function of the call and the device. Derived on the H200 (bf16) from the public shapes and
+// the derive set, never from the held-out shapes; per case, cutlass's time over the faster of cuda
+// and cublaslt (docs/dev/cutlass_backend.md, "The generalization set" and "The row sums"):
+//   - forward activation epilogues (ACT .. ACT_AUX_BIAS): from 7 waves on, median 0.93 (270 cases,
+//     2026-12-01 20:30 UTC): 35, above cublaslt's 30. From 1.5 to 7 waves, median 0.965 (90), the
+//     slower ones against cuBLASLt's fused epilogues: 25, between cuda's 20 and cublaslt. Below
+//     1.5 waves, median 1.24 (72): 1; but the identity with an aux (ACT_AUX, ACT_AUX_BIAS), which
+//     cuBLASLt has no epilogue for and cuda runs through its fp32 intermediate: median 0.80 over
+//     cuda (6 cases, 2026-12-02 03:58 UTC): 25 at every size.
+//   - DACT and DACT_BGRAD: from 7 waves on, median 0.971 and 0.976, the slowest 1.078 and 1.006 (50
+//     cases each, 2026-12-02 03:58 UTC, with the row sums of cutlass_row_partial_sums.cuh): 35.
+//     Below, median 0.98 and 1.01 (30 cases of 1.5-7 waves each) and 1.27 (25 below 1.5): 1.
+//     Until 2026-12-02 DACT_BGRAD was 1 everywhere: CUTLASS's own final reduction put its median
+//     at 1.06-1.33 in every range (up to 1.78x the plain GEMM on 8192,16384,4096, now 1.13).
 //   - the plain epilogues (DEFAULT, BIAS) and the bias gradients of an operand: 1, below every
 //     other device backend.
-// Until 20:30 UTC the rule read the GEMM's multiply-adds (2^33 and more: 35); that put the
-// held-out 384,16384,16384 and 768,4096,14336 (3 and 5 waves, long K) on cutlass at 1.4-1.9 of
+// Until 2026-12-01 20:30 UTC the rule read the GEMM's multiply-adds (2^33 and more: 35); that put
+// the held-out 384,16384,16384 and 768,4096,14336 (3 and 5 waves, long K) on cutlass at 1.4-1.9 of
 // cuda's time, partly from the tile order's padding (cutlass_tile_config.hpp, tile_order_for).
-// The identity with an aux (ACT_AUX, ACT_AUX_BIAS, DACT, DACT_BGRAD with the identity) follows
-// the rule of its family: the same kernels with a cheaper functor (2026-12-02; on the cuda backend
-// those cases took 1.14-1.30x the plain GEMM, through the fp32 intermediate).
 inline int auto_priority_for(const GemmCall& call, const DeviceFacts& device) {
   const EpilogueParts parts = call.parts();
-  if (parts.activation == EPIGEMM_ACTIVATION_IDENTITY && !parts.uses_aux()) return 1;
+  if (parts.activation == EPIGEMM_ACTIVATION_IDENTITY && !parts.uses_aux()) return 1;  // DEFAULT, BIAS, BGRAD*
   const double waves = double(tile_grid_of(call).tiles()) / double(std::max(device.sm_count, 1));
-  if (!parts.backward()) return waves >= 7.0 ? 35 : waves >= 1.5 ? 25 : 1;
-  return waves >= 7.0 && !parts.writes_bias_grad() ? 35 : 1;
+  if (parts.backward()) return waves >= 7.0 ? 35 : 1;
+  if (waves >= 7.0) return 35;
+  if (waves >= 1.5 || parts.activation == EPIGEMM_ACTIVATION_IDENTITY) return 25;
+  return 1;
 }
 
 inline const char* tile_config_name(TileConfig tile) {
