@@ -103,9 +103,10 @@ inline TileOrder tile_order_for(const GemmCall& call, const DeviceFacts& device)
 //     slower ones against cuBLASLt's fused epilogues: 25, between cuda's 20 and cublaslt. Below
 //     1.5 waves, median 1.24 (72): 1; but the identity with an aux (ACT_AUX, ACT_AUX_BIAS), which
 //     cuBLASLt has no epilogue for and cuda runs through its fp32 intermediate: median 0.80 over
-//     cuda (6 cases, 2026-12-02 03:58 UTC): 25 at every size.
-//   - DACT and DACT_BGRAD: from 7 waves on, median 0.971 and 0.976, the slowest 1.078 and 1.006 (50
-//     cases each, 2026-12-02 03:58 UTC, with the row sums of cutlass_row_partial_sums.cuh): 35.
+//     cuda (6 cases, 2026-12-02 03:12 UTC): 25 at every size.
+//   - DACT and DACT_BGRAD: from 7 waves on, median 0.971 and 0.976, the slowest 1.078 and 1.006 (40
+//     cases each; 10 each with the identity: 0.951 and 0.959. 2026-12-02 03:12 UTC, with the row
+//     sums of cutlass_row_partial_sums.cuh: bench/results/h200-2026-12-02-0312-cutlass-rule-source.csv): 35.
 //     Below, median 0.98 and 1.01 (30 cases of 1.5-7 waves each) and 1.27 (25 below 1.5): 1.
 //     Until 2026-12-02 DACT_BGRAD was 1 everywhere: CUTLASS's own final reduction put its median
 //     at 1.06-1.33 in every range (up to 1.78x the plain GEMM on 8192,16384,4096, now 1.13).
