@@ -1,0 +1,146 @@
+// cuBLASLt's fused tanh GELU (CUBLASLT_EPILOGUE_GELU, what the cublaslt backend runs for
+// gelu_tanh's ACT and ACT_BIAS) against the formula of docs/conventions.md evaluated in double,
+// one pre-activation at a time: D[m x 1] = GELU(A[m x 8] B[8 x 1]) with A's first column every
+// bf16 value of a range and B = (1, 0, ..., 0), so that acc is the bf16 value itself, exactly. For
+// each binade of |x| (negative and positive apart) it prints the largest relative error of the fp32
+// D, and of the bf16 D the largest error in bf16 ulps of the exact value and how many values are
+// more than half an ulp off (not the nearest bf16).
+//
+//   epigemm_cublaslt_gelu_lab        (no arguments; well under a second)
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+// Any CUDA or cuBLASLt status other than success ends the lab with the line that failed.
+#define CK(x)                                                                 \
+  do {                                                                        \
+    const int s_ = int(x);                                                    \
+    if (s_ != 0) {                                                            \
+      std::printf("%s:%d: %s returned %d\n", __FILE__, __LINE__, #x, s_);     \
+      std::exit(1);                                                           \
+    }                                                                         \
+  } while (0)
+
+namespace {
+
+double gelu_tanh(double x) {
+  const double u = std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
+  return 0.5 * x * (1.0 + std::tanh(u));
+}
+
+float bf16_bits_to_float(uint16_t bits) {
+  const uint32_t word = uint32_t(bits) << 16;
+  float f;
+  std::memcpy(&f, &word, sizeof f);
+  return f;
+}
+
+// D = GELU(A B) with cuBLASLt, D in `d_type` (CUDA_R_32F or CUDA_R_16BF), column-major m x 1.
+void run_gelu(cublasLtHandle_t lt, const __nv_bfloat16* a, const __nv_bfloat16* b, void* d, cudaDataType d_type,
+              int m, int k, void* workspace, size_t workspace_bytes) {
+  cublasLtMatmulDesc_t desc;
+  CK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_GELU;
+  CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  cublasLtMatrixLayout_t la, lb, ld;
+  CK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, m, k, m));
+  CK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, 1, k));
+  CK(cublasLtMatrixLayoutCreate(&ld, d_type, m, 1, m));
+  cublasLtMatmulPreference_t pref;
+  CK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t bytes = workspace_bytes;
+  CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof bytes));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  CK(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 1, &result, &found));
+  if (found == 0) {
+    std::printf("cuBLASLt has no algorithm for the GELU epilogue with this D type\n");
+    std::exit(1);
+  }
+  const float one = 1.0f, zero = 0.0f;
+  CK(cublasLtMatmul(lt, desc, &one, a, la, b, lb, &zero, d, ld, d, ld, &result.algo, workspace, workspace_bytes, 0));
+  CK(cudaDeviceSynchronize());
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(ld);
+  cublasLtMatmulDescDestroy(desc);
+}
+
+}  // namespace
+
+int main() {
+  // Every bf16 value with 2^-4 <= |x| < 2^3, both signs: 128 per binade, 7 binades, 2 signs.
+  std::vector<uint16_t> bits;
+  for (int sign = 0; sign < 2; ++sign) {
+    for (uint32_t exponent = 127 - 4; exponent < 127 + 3; ++exponent) {
+      for (uint32_t mantissa = 0; mantissa < 128; ++mantissa) {
+        bits.push_back(uint16_t((sign << 15) | (exponent << 7) | mantissa));
+      }
+    }
+  }
+  const int m = int(bits.size()), k = 8;
+  std::vector<uint16_t> host_a(size_t(m) * k, 0), host_b(k, 0);
+  for (int i = 0; i < m; ++i) host_a[i] = bits[i];  // column 0 of the column-major A
+  host_b[0] = 0x3f80;                               // 1.0 in bf16
+
+  cublasLtHandle_t lt;
+  CK(cublasLtCreate(&lt));
+  const size_t workspace_bytes = size_t(32) << 20;
+  void *a, *b, *d32, *d16, *workspace;
+  CK(cudaMalloc(&a, host_a.size() * 2));
+  CK(cudaMalloc(&b, host_b.size() * 2));
+  CK(cudaMalloc(&d32, size_t(m) * 4));
+  CK(cudaMalloc(&d16, size_t(m) * 2));
+  CK(cudaMalloc(&workspace, workspace_bytes));
+  CK(cudaMemcpy(a, host_a.data(), host_a.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(b, host_b.data(), host_b.size() * 2, cudaMemcpyHostToDevice));
+  run_gelu(lt, static_cast<__nv_bfloat16*>(a), static_cast<__nv_bfloat16*>(b), d32, CUDA_R_32F, m, k, workspace,
+           workspace_bytes);
+  run_gelu(lt, static_cast<__nv_bfloat16*>(a), static_cast<__nv_bfloat16*>(b), d16, CUDA_R_16BF, m, k, workspace,
+           workspace_bytes);
+  std::vector<float> out32(m);
+  std::vector<uint16_t> out16(m);
+  CK(cudaMemcpy(out32.data(), d32, size_t(m) * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(out16.data(), d16, size_t(m) * 2, cudaMemcpyDeviceToHost));
+
+  int cublas_lt_version = int(cublasLtGetVersion());
+  std::printf("cuBLASLt %d, CUBLASLT_EPILOGUE_GELU, bf16 A and B, fp32 compute, acc = x exactly\n", cublas_lt_version);
+  std::printf("%-16s %8s %22s %22s %24s\n", "x in", "values", "fp32 D: max rel. err", "bf16 D: max err (ulp)",
+              "bf16 D: not nearest");
+  for (int sign = 0; sign < 2; ++sign) {
+    for (int binade = -4; binade < 3; ++binade) {
+      double worst_rel = 0.0, worst_ulp = 0.0;
+      int not_nearest = 0, count = 0;
+      for (int i = 0; i < m; ++i) {
+        const float x = bf16_bits_to_float(bits[i]);
+        if ((x < 0) != (sign == 1) || std::ilogb(x) != binade) continue;
+        ++count;
+        const double exact = gelu_tanh(double(x));
+        if (exact == 0.0) continue;
+        worst_rel = std::fmax(worst_rel, std::fabs(double(out32[i]) - exact) / std::fabs(exact));
+        // One bf16 ulp at the exact value: 2^(exponent - 7).
+        const double ulp = std::ldexp(1.0, std::ilogb(exact) - 7);
+        const double err = std::fabs(double(bf16_bits_to_float(out16[i])) - exact) / ulp;
+        worst_ulp = std::fmax(worst_ulp, err);
+        if (err > 0.5 + 1e-9) ++not_nearest;
+      }
+      char range[32];
+      std::snprintf(range, sizeof range, "%s[%g, %g)", sign ? "-" : "+", std::ldexp(1.0, binade),
+                    std::ldexp(1.0, binade + 1));
+      std::printf("%-16s %8d %22.2e %22.2f %24d\n", range, count, worst_rel, worst_ulp, not_nearest);
+    }
+  }
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(d32);
+  cudaFree(d16);
+  cudaFree(workspace);
+  cublasLtDestroy(lt);
+  return 0;
+}
