@@ -29,8 +29,9 @@ Choice last_choice(epigemm_context_t ctx) {
   return c;
 }
 
-// Cases on both sides of the GPU decision table (forward epilogues, where cuBLASLt measured
-// faster; bias gradients, where cuda did) and ones cublaslt declines (f32 dGELU, odd shapes).
+// Cases on both sides of the GPU decision table (the bias forward, where cuBLASLt measured faster;
+// bias gradients, where cuda did), GELU epilogues (which auto keeps off cuBLASLt) and ones cublaslt
+// declines (f32 dGELU, odd shapes).
 std::vector<GemmCase> dispatch_cases(epigemm_memory_t memory) {
   struct Spec {
     epigemm_epilogue_t epilogue;
@@ -201,12 +202,40 @@ TEST(DispatchTable, KeyedByEpilogueAndActivation) {
   }
 }
 
+// auto never prefers cuBLASLt's GELU epilogues (forward or backward, with or without bias, aux or
+// bias gradient), at any size: they are not the contract's gelu_tanh for negative pre-activations
+// (cublaslt_preference.cpp). The ReLU and bias epilogues of the same sizes still follow the table,
+// which prefers cuBLASLt for some of them.
+TEST(DispatchTable, GeluTanhNeverPrefersCuBlasLt) {
+  epigemm::GemmCall call;
+  call.a.dtype = call.b.dtype = call.d.dtype = EPIGEMM_DTYPE_BF16;
+  call.activation = EPIGEMM_ACTIVATION_GELU_TANH;
+  bool relu_or_bias_on_cublaslt = false;
+  for (int64_t size : {256, 768, 2048, 3072, 8192, 16384}) {
+    call.gemm_m = size;
+    call.gemm_n = 2 * size;
+    call.gemm_k = size / 4;
+    for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_ACT, EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_EPILOGUE_ACT_AUX,
+                                 EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_EPILOGUE_DACT, EPIGEMM_EPILOGUE_DACT_BGRAD}) {
+      call.epilogue = e;
+      call.activation = EPIGEMM_ACTIVATION_GELU_TANH;
+      EXPECT_FALSE(epigemm::cublaslt_preferred(call)) << epigemm_epilogue_name(e) << ", size " << size;
+    }
+    call.epilogue = EPIGEMM_EPILOGUE_ACT_BIAS;
+    call.activation = EPIGEMM_ACTIVATION_RELU;
+    relu_or_bias_on_cublaslt = relu_or_bias_on_cublaslt || epigemm::cublaslt_preferred(call);
+    call.epilogue = EPIGEMM_EPILOGUE_BIAS;
+    relu_or_bias_on_cublaslt = relu_or_bias_on_cublaslt || epigemm::cublaslt_preferred(call);
+  }
+  EXPECT_TRUE(relu_or_bias_on_cublaslt) << "the committed table prefers cuBLASLt for no ReLU or bias case";
+}
+
 // The table was measured with every matrix 16-byte aligned (address and leading dimension): a call
 // with a matrix below that is not covered by it and goes to cuda, however near its size.
 TEST(DispatchTable, MatricesBelow16ByteAlignmentGoToCuda) {
   epigemm::GemmCall call;
-  call.epilogue = EPIGEMM_EPILOGUE_GELU_AUX_BIAS;
-  call.activation = EPIGEMM_ACTIVATION_GELU_TANH;
+  call.epilogue = EPIGEMM_EPILOGUE_ACT_BIAS;
+  call.activation = EPIGEMM_ACTIVATION_RELU;
   call.gemm_m = 3072;  // the forward of (2048, 768, 3072), where cuBLASLt measured faster
   call.gemm_n = 2048;
   call.gemm_k = 768;
@@ -220,22 +249,21 @@ TEST(DispatchTable, MatricesBelow16ByteAlignmentGoToCuda) {
   call.a = matrix(0x10000000, 768);
   call.b = matrix(0x20000000, 768);
   call.d = matrix(0x30000000, 3072);
-  call.has_aux = true;
-  call.aux = matrix(0x40000000, 3072);
   ASSERT_TRUE(epigemm::cublaslt_preferred(call)) << "the committed table no longer prefers cuBLASLt here";
   epigemm::GemmCall unaligned = call;
   unaligned.d.ld = 3076;  // 6152 bytes: 8-byte aligned
   EXPECT_FALSE(epigemm::cublaslt_preferred(unaligned)) << "D's leading dimension";
   unaligned = call;
-  unaligned.aux.ld = 3074;
-  EXPECT_FALSE(epigemm::cublaslt_preferred(unaligned)) << "aux's leading dimension";
+  unaligned.b.ld = 772;
+  EXPECT_FALSE(epigemm::cublaslt_preferred(unaligned)) << "B's leading dimension";
   unaligned = call;
   unaligned.a.data = reinterpret_cast<void*>(0x10000008);
   EXPECT_FALSE(epigemm::cublaslt_preferred(unaligned)) << "A's address";
   unaligned = call;
-  unaligned.has_aux = false;  // GELU_AUX_BIAS always has an aux; the rule reads it only when present
-  unaligned.aux.ld = 3074;
+  unaligned.aux = matrix(0x40000000, 3074);  // ACT_BIAS has no aux; the rule reads it only when present
   EXPECT_TRUE(epigemm::cublaslt_preferred(unaligned));
+  unaligned.has_aux = true;
+  EXPECT_FALSE(epigemm::cublaslt_preferred(unaligned)) << "aux's leading dimension";
 }
 #endif
 

@@ -10,7 +10,8 @@
 // takes.)
 //
 // The one documented exception (docs/conventions.md, "Activations"): the cublaslt backend's
-// gelu_tanh, cuBLASLt's own fused GELU, gives NaN for z = -Inf instead of the limit -0.
+// gelu_tanh, cuBLASLt's own fused GELU, gives NaN for z = -Inf instead of the limit -0 (and is not
+// the formula for negative pre-activations: GeluTanhOfNegativePreActivationsIsTheFormula).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -345,6 +346,68 @@ TEST_P(SpecialValues, BackwardNaNAndInfinitiesGiveNaNAndTheLimits) {
   std::printf("  %s ran %d of the 20 backward calls itself\n", target.name().c_str(), ran);
   if (target.backend == EPIGEMM_BACKEND_AUTO || target.backend == EPIGEMM_BACKEND_REFERENCE) {
     EXPECT_EQ(ran, 20);
+  }
+}
+
+// gelu_tanh and its derivative on every bf16 pre-activation of [-8, -2), where the 1 + tanh(u)
+// form cancels (docs/conventions.md, "Activations"): each result within one bf16 ulp of the
+// formula evaluated in double. D (256 x 8) = act(A B) with A's column 0 the 256 values and B's
+// row 0 ones, the rest 0, so that acc is each value exactly; backward, acc = 1 and aux the values.
+// The cublaslt backend asked by name is the documented exception (its GELU is off by up to 2 ulps
+// in [-4, -2) and 0 below -4): skipped there; auto must not run it.
+TEST_P(SpecialValues, GeluTanhOfNegativePreActivationsIsTheFormula) {
+  const Target target = GetParam();
+  const std::string why = unusable(ctx_, target);
+  if (!why.empty()) GTEST_SKIP() << why;
+  if (target.backend == EPIGEMM_BACKEND_CUBLASLT) {
+    GTEST_SKIP() << "SKIP: cuBLASLt's own GELU, the exception of docs/conventions.md, \"Activations\"";
+  }
+  constexpr int64_t kValues = 256, kCols = 8, kDepth = 8;
+  std::vector<float> x;
+  for (uint32_t exponent = 127 + 1; exponent < 127 + 3; ++exponent) {  // |x| in [2, 8)
+    for (uint32_t mantissa = 0; mantissa < 128; ++mantissa) x.push_back(from_bf16(uint16_t(0x8000u | (exponent << 7) | mantissa)));
+  }
+  ASSERT_EQ(int64_t(x.size()), kValues);
+  // In the sigmoid form, s = 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)): 1 + tanh(u) cancels in double
+  // too (below about -6.5 it is a few multiples of 2^-53, or 0).
+  const double c = std::sqrt(2.0 / M_PI);
+  auto sigmoid_2u = [c](double v) { return 1.0 / (1.0 + std::exp(-2.0 * c * (v + 0.044715 * v * v * v))); };
+  auto gelu = [&](double v) { return v * sigmoid_2u(v); };
+  auto gelu_grad = [&](double v) {
+    const double sv = sigmoid_2u(v);
+    return sv + 2.0 * v * sv * (1.0 - sv) * c * (1.0 + 3.0 * 0.044715 * v * v);
+  };
+  for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_ACT, EPIGEMM_EPILOGUE_DACT}) {
+    SCOPED_TRACE(epigemm_epilogue_name(e));
+    const bool backward = e == EPIGEMM_EPILOGUE_DACT;
+    Operand A(EPIGEMM_DTYPE_BF16, target.memory, kValues, kDepth), B(EPIGEMM_DTYPE_BF16, target.memory, kDepth, kCols);
+    Operand D(EPIGEMM_DTYPE_BF16, target.memory, kValues, kCols), aux(EPIGEMM_DTYPE_BF16, target.memory, kValues, kCols);
+    for (int64_t i = 0; i < kValues; ++i) A.set(i, 0, backward ? 1.0f : x[size_t(i)]);
+    for (int64_t j = 0; j < kCols; ++j) {
+      B.set(0, j, 1.0f);
+      for (int64_t i = 0; i < kValues; ++i) aux.set(i, j, x[size_t(i)]);
+    }
+    for (Operand* o : {&A, &B, &aux}) o->upload();
+    Sides sides;
+    if (backward) sides.aux = &aux;
+    if (!run_epilogue(e, EPIGEMM_ACTIVATION_GELU_TANH, sides, A, B, D)) continue;
+    epigemm_backend_t backend = EPIGEMM_BACKEND_AUTO;
+    epigemm_context_last_backend(ctx_, &backend, nullptr);
+    SCOPED_TRACE(std::string("ran on ") + epigemm_backend_name(backend));
+    D.download();
+    int off = 0;
+    for (int64_t j = 0; j < kCols; ++j) {
+      for (int64_t i = 0; i < kValues; ++i) {
+        const double exact = backward ? gelu_grad(x[size_t(i)]) : gelu(x[size_t(i)]);
+        const double ulp = std::ldexp(1.0, std::ilogb(exact) - 7);
+        const double error = std::fabs(double(D.get(i, j)) - exact) / ulp;
+        if (error > 1.0 && off++ < 5) {
+          ADD_FAILURE() << "x = " << x[size_t(i)] << ": " << D.get(i, j) << ", the formula " << exact << " ("
+                        << error << " bf16 ulps)";
+        }
+      }
+    }
+    EXPECT_EQ(off, 0) << "results more than one bf16 ulp from the formula";
   }
 }
 

@@ -58,6 +58,13 @@ bool cublaslt_preferred(const GemmCall& call) {
   // ACT_BIAS(identity) as BIAS, and an epilogue without an activation whatever the description's
   // activation setting.
   const EpilogueParts parts = call.parts();
+  // cuBLASLt's GELU and GELU derivative are not the contract's gelu_tanh for negative
+  // pre-activations: measured on the H200 (cuBLASLt 13.1, bf16, every bf16 x of [-8, -2),
+  // 2026-12-02, dev/cuda/cublaslt_gelu_lab.cu), up to 2 bf16 ulps off (a quarter of the values not
+  // the nearest bf16) in [-4, -2), and 0 or far off below -4 (relative error 1), both forward and
+  // backward: the 1 + tanh(u) form that docs/conventions.md rejects. So AUTO never prefers it for
+  // gelu_tanh, however fast; the cublaslt backend still runs those epilogues when a call names it.
+  if (parts.activation == EPIGEMM_ACTIVATION_GELU_TANH) return false;
   const epigemm_epilogue_t epilogue = epilogue_of_parts(parts);
   const MeasuredCase* nearest = nullptr;
   double nearest_distance = 0.0;
