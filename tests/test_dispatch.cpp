@@ -176,8 +176,8 @@ TEST(DispatchTable, PureFunctionOfTheCall) {
 
 // The table is keyed by epilogue and activation as the parts name them: an activation the
 // epilogue does not read changes nothing, ACT_BIAS with the identity is BIAS, and an
-// (epilogue, activation) with no measured row goes to cuda: ACT_AUX has rows with gelu_tanh only
-// (cuBLASLt saves no pre-activation for the others, so the benchmark measures none).
+// (epilogue, activation) with no measured row goes to cuda: ACT_AUX has no rows (cuBLASLt saves a
+// pre-activation for gelu_tanh only, and auto never runs its GELU: GeluTanhNeverPrefersCuBlasLt).
 TEST(DispatchTable, KeyedByEpilogueAndActivation) {
   epigemm::GemmCall call;
   call.a.dtype = call.b.dtype = call.d.dtype = EPIGEMM_DTYPE_BF16;

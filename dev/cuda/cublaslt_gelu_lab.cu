@@ -18,15 +18,8 @@
 #include <cstring>
 #include <vector>
 
-// Any CUDA or cuBLASLt status other than success ends the lab with the line that failed.
-#define CK(x)                                                                 \
-  do {                                                                        \
-    const int s_ = int(x);                                                    \
-    if (s_ != 0) {                                                            \
-      std::printf("%s:%d: %s returned %d\n", __FILE__, __LINE__, #x, s_);     \
-      std::exit(1);                                                           \
-    }                                                                         \
-  } while (0)
+#include "lab_check.hpp"
+
 
 namespace {
 
@@ -56,35 +49,36 @@ float bf16_bits_to_float(uint16_t bits) {
 void run_gelu(cublasLtHandle_t lt, const __nv_bfloat16* a, const __nv_bfloat16* b, void* d, cudaDataType d_type,
               const void* aux, int m, int k, void* workspace, size_t workspace_bytes) {
   cublasLtMatmulDesc_t desc;
-  CK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  LAB_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasLtEpilogue_t epilogue = aux ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_GELU;
-  CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  LAB_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
   if (aux) {
-    CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
+    LAB_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
     const int64_t ld_aux = m;
-    CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof ld_aux));
+    LAB_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof ld_aux));
     const cudaDataType aux_type = d_type;
-    CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &aux_type,
+    LAB_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &aux_type,
                                       sizeof aux_type));
   }
   cublasLtMatrixLayout_t la, lb, ld;
-  CK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, m, k, m));
-  CK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, 1, k));
-  CK(cublasLtMatrixLayoutCreate(&ld, d_type, m, 1, m));
+  LAB_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, m, k, m));
+  LAB_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, 1, k));
+  LAB_CHECK(cublasLtMatrixLayoutCreate(&ld, d_type, m, 1, m));
   cublasLtMatmulPreference_t pref;
-  CK(cublasLtMatmulPreferenceCreate(&pref));
+  LAB_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t bytes = workspace_bytes;
-  CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof bytes));
+  LAB_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof bytes));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  CK(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 1, &result, &found));
+  LAB_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 1, &result, &found));
   if (found == 0) {
     std::printf("cuBLASLt has no algorithm for the GELU epilogue with this D type\n");
     std::exit(1);
   }
   const float one = 1.0f, zero = 0.0f;
-  CK(cublasLtMatmul(lt, desc, &one, a, la, b, lb, &zero, d, ld, d, ld, &result.algo, workspace, workspace_bytes, 0));
-  CK(cudaDeviceSynchronize());
+  LAB_CHECK(cublasLtMatmul(lt, desc, &one, a, la, b, lb, &zero, d, ld, d, ld, &result.algo, workspace,
+                           workspace_bytes, 0));
+  LAB_CHECK(cudaDeviceSynchronize());
   cublasLtMatmulPreferenceDestroy(pref);
   cublasLtMatrixLayoutDestroy(la);
   cublasLtMatrixLayoutDestroy(lb);
@@ -106,37 +100,37 @@ int main() {
   }
   const int m = int(bits.size()), k = 8;
   cublasLtHandle_t lt;
-  CK(cublasLtCreate(&lt));
+  LAB_CHECK(cublasLtCreate(&lt));
   const size_t workspace_bytes = size_t(32) << 20;
   void *a, *b, *d32, *d16, *aux32, *aux16, *workspace;
-  CK(cudaMalloc(&a, size_t(m) * k * 2));
-  CK(cudaMalloc(&b, size_t(k) * 2));
-  CK(cudaMalloc(&d32, size_t(m) * 4));
-  CK(cudaMalloc(&d16, size_t(m) * 2));
-  CK(cudaMalloc(&aux32, size_t(m) * 4));
-  CK(cudaMalloc(&aux16, size_t(m) * 2));
-  CK(cudaMalloc(&workspace, workspace_bytes));
+  LAB_CHECK(cudaMalloc(&a, size_t(m) * k * 2));
+  LAB_CHECK(cudaMalloc(&b, size_t(k) * 2));
+  LAB_CHECK(cudaMalloc(&d32, size_t(m) * 4));
+  LAB_CHECK(cudaMalloc(&d16, size_t(m) * 2));
+  LAB_CHECK(cudaMalloc(&aux32, size_t(m) * 4));
+  LAB_CHECK(cudaMalloc(&aux16, size_t(m) * 2));
+  LAB_CHECK(cudaMalloc(&workspace, workspace_bytes));
   std::vector<uint16_t> host_b(k, 0);
   host_b[0] = 0x3f80;  // 1.0 in bf16
-  CK(cudaMemcpy(b, host_b.data(), host_b.size() * 2, cudaMemcpyHostToDevice));
+  LAB_CHECK(cudaMemcpy(b, host_b.data(), host_b.size() * 2, cudaMemcpyHostToDevice));
   std::vector<float> x32(m);
   for (int i = 0; i < m; ++i) x32[i] = bf16_bits_to_float(bits[i]);
-  CK(cudaMemcpy(aux32, x32.data(), size_t(m) * 4, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(aux16, bits.data(), size_t(m) * 2, cudaMemcpyHostToDevice));
+  LAB_CHECK(cudaMemcpy(aux32, x32.data(), size_t(m) * 4, cudaMemcpyHostToDevice));
+  LAB_CHECK(cudaMemcpy(aux16, bits.data(), size_t(m) * 2, cudaMemcpyHostToDevice));
   std::printf("cuBLASLt %d, bf16 A and B, fp32 compute; forward: acc = x exactly; backward: acc = 1, aux = x\n",
               int(cublasLtGetVersion()));
   for (int backward = 0; backward < 2; ++backward) {
     std::vector<uint16_t> host_a(size_t(m) * k, 0);
     for (int i = 0; i < m; ++i) host_a[i] = backward ? uint16_t(0x3f80) : bits[i];  // column 0 of A
-    CK(cudaMemcpy(a, host_a.data(), host_a.size() * 2, cudaMemcpyHostToDevice));
+    LAB_CHECK(cudaMemcpy(a, host_a.data(), host_a.size() * 2, cudaMemcpyHostToDevice));
     run_gelu(lt, static_cast<__nv_bfloat16*>(a), static_cast<__nv_bfloat16*>(b), d32, CUDA_R_32F,
              backward ? aux32 : nullptr, m, k, workspace, workspace_bytes);
     run_gelu(lt, static_cast<__nv_bfloat16*>(a), static_cast<__nv_bfloat16*>(b), d16, CUDA_R_16BF,
              backward ? aux16 : nullptr, m, k, workspace, workspace_bytes);
     std::vector<float> out32(m);
     std::vector<uint16_t> out16(m);
-    CK(cudaMemcpy(out32.data(), d32, size_t(m) * 4, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(out16.data(), d16, size_t(m) * 2, cudaMemcpyDeviceToHost));
+    LAB_CHECK(cudaMemcpy(out32.data(), d32, size_t(m) * 4, cudaMemcpyDeviceToHost));
+    LAB_CHECK(cudaMemcpy(out16.data(), d16, size_t(m) * 2, cudaMemcpyDeviceToHost));
     std::printf("\n%s\n", backward ? "CUBLASLT_EPILOGUE_DGELU: D = GELU'(x)" : "CUBLASLT_EPILOGUE_GELU: D = GELU(x)");
     std::printf("%-16s %8s %22s %22s %24s\n", "x in", "values", "fp32 D: max rel. err", "bf16 D: max err (ulp)",
                 "bf16 D: not nearest");
@@ -150,12 +144,14 @@ int main() {
           ++count;
           const double exact = backward ? gelu_tanh_grad(double(x)) : gelu_tanh(double(x));
           if (exact == 0.0) continue;
-          worst_rel = std::fmax(worst_rel, std::fabs(double(out32[i]) - exact) / std::fabs(exact));
+          // A NaN result counts as the worst (fmax would drop it) and as not the nearest.
+          const double rel = std::fabs(double(out32[i]) - exact) / std::fabs(exact);
+          worst_rel = std::isnan(rel) ? INFINITY : std::fmax(worst_rel, rel);
           // One bf16 ulp at the exact value: 2^(exponent - 7).
           const double ulp = std::ldexp(1.0, std::ilogb(exact) - 7);
           const double err = std::fabs(double(bf16_bits_to_float(out16[i])) - exact) / ulp;
-          worst_ulp = std::fmax(worst_ulp, err);
-          if (err > 0.5 + 1e-9) ++not_nearest;
+          worst_ulp = std::isnan(err) ? INFINITY : std::fmax(worst_ulp, err);
+          if (!(err <= 0.5 + 1e-9)) ++not_nearest;
         }
         char range[32];
         std::snprintf(range, sizeof range, "%s[%g, %g)", sign ? "-" : "+", std::ldexp(1.0, binade),

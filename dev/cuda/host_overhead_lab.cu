@@ -17,15 +17,8 @@
 #include <vector>
 
 #include "epigemm/epigemm.h"
+#include "lab_check.hpp"
 
-#define CK(x)                                                             \
-  do {                                                                    \
-    const int s_ = int(x);                                                \
-    if (s_ != 0) {                                                        \
-      std::printf("%s:%d: %s returned %d\n", __FILE__, __LINE__, #x, s_); \
-      std::exit(1);                                                       \
-    }                                                                     \
-  } while (0)
 
 namespace {
 
@@ -38,39 +31,39 @@ struct Times {
 // Host, enqueued and graph-replayed microseconds per call of `call` on `stream`.
 Times time_calls(const std::function<bool()>& call, cudaStream_t stream) {
   for (int i = 0; i < 20; ++i) call();  // warm-up: plans, heuristics, first launches
-  CK(cudaStreamSynchronize(stream));
+  LAB_CHECK(cudaStreamSynchronize(stream));
   cudaEvent_t start, stop;
-  CK(cudaEventCreate(&start));
-  CK(cudaEventCreate(&stop));
+  LAB_CHECK(cudaEventCreate(&start));
+  LAB_CHECK(cudaEventCreate(&stop));
   Times t{};
-  CK(cudaEventRecord(start, stream));
+  LAB_CHECK(cudaEventRecord(start, stream));
   const auto host_start = std::chrono::steady_clock::now();
   for (int i = 0; i < kCalls; ++i) call();
   const auto host_stop = std::chrono::steady_clock::now();
-  CK(cudaEventRecord(stop, stream));
-  CK(cudaEventSynchronize(stop));
+  LAB_CHECK(cudaEventRecord(stop, stream));
+  LAB_CHECK(cudaEventSynchronize(stop));
   float ms = 0;
-  CK(cudaEventElapsedTime(&ms, start, stop));
+  LAB_CHECK(cudaEventElapsedTime(&ms, start, stop));
   t.host_us = std::chrono::duration<double, std::micro>(host_stop - host_start).count() / kCalls;
   t.enqueued_us = 1000.0 * ms / kCalls;
   cudaGraph_t graph;
   cudaGraphExec_t exec;
-  CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  LAB_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   for (int i = 0; i < kCalls; ++i) call();
-  CK(cudaStreamEndCapture(stream, &graph));
-  CK(cudaGraphInstantiate(&exec, graph, 0));
-  CK(cudaGraphLaunch(exec, stream));
-  CK(cudaStreamSynchronize(stream));
-  CK(cudaEventRecord(start, stream));
-  CK(cudaGraphLaunch(exec, stream));
-  CK(cudaEventRecord(stop, stream));
-  CK(cudaEventSynchronize(stop));
-  CK(cudaEventElapsedTime(&ms, start, stop));
+  LAB_CHECK(cudaStreamEndCapture(stream, &graph));
+  LAB_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  LAB_CHECK(cudaGraphLaunch(exec, stream));
+  LAB_CHECK(cudaStreamSynchronize(stream));
+  LAB_CHECK(cudaEventRecord(start, stream));
+  LAB_CHECK(cudaGraphLaunch(exec, stream));
+  LAB_CHECK(cudaEventRecord(stop, stream));
+  LAB_CHECK(cudaEventSynchronize(stop));
+  LAB_CHECK(cudaEventElapsedTime(&ms, start, stop));
   t.graph_us = 1000.0 * ms / kCalls;
-  CK(cudaGraphExecDestroy(exec));
-  CK(cudaGraphDestroy(graph));
-  CK(cudaEventDestroy(start));
-  CK(cudaEventDestroy(stop));
+  LAB_CHECK(cudaGraphExecDestroy(exec));
+  LAB_CHECK(cudaGraphDestroy(graph));
+  LAB_CHECK(cudaEventDestroy(start));
+  LAB_CHECK(cudaEventDestroy(stop));
   return t;
 }
 
@@ -90,14 +83,14 @@ int main() {
   const epigemm_backend_t backends[] = {EPIGEMM_BACKEND_AUTO, EPIGEMM_BACKEND_CUDA, EPIGEMM_BACKEND_CUBLASLT,
                                         EPIGEMM_BACKEND_CUTLASS};
   epigemm_context_t ctx;
-  CK(epigemm_context_create(&ctx));
+  LAB_CHECK(epigemm_context_create(&ctx));
   cublasHandle_t blas;
-  CK(cublasCreate(&blas));
+  LAB_CHECK(cublasCreate(&blas));
   cudaStream_t stream;
-  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  LAB_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const size_t workspace_bytes = size_t(256) << 20;
   void* workspace;
-  CK(cudaMalloc(&workspace, workspace_bytes));
+  LAB_CHECK(cudaMalloc(&workspace, workspace_bytes));
   std::printf("microseconds per call, bf16; host = CPU time to enqueue one call (200 back to back), enqueued = "
               "GPU time per call as enqueued (the benchmark's measure), graph = the same calls replayed from a "
               "CUDA graph\n");
@@ -110,15 +103,15 @@ int main() {
       // dgrad: D[in x tokens] = W (in x out, N) times dY (out x tokens, N).
       const int64_t m = fprop ? layer.out : layer.in, n = layer.tokens, k = fprop ? layer.in : layer.out;
       void *a, *b, *d, *aux, *vec;
-      CK(cudaMalloc(&a, size_t(m) * k * 2));
-      CK(cudaMalloc(&b, size_t(k) * n * 2));
-      CK(cudaMalloc(&d, size_t(m) * n * 2));
-      CK(cudaMalloc(&aux, size_t(m) * n * 2));
-      CK(cudaMalloc(&vec, size_t(m) * 2));
-      CK(cudaMemset(a, 0, size_t(m) * k * 2));
-      CK(cudaMemset(b, 0, size_t(k) * n * 2));
-      CK(cudaMemset(aux, 0, size_t(m) * n * 2));
-      CK(cudaMemset(vec, 0, size_t(m) * 2));
+      LAB_CHECK(cudaMalloc(&a, size_t(m) * k * 2));
+      LAB_CHECK(cudaMalloc(&b, size_t(k) * n * 2));
+      LAB_CHECK(cudaMalloc(&d, size_t(m) * n * 2));
+      LAB_CHECK(cudaMalloc(&aux, size_t(m) * n * 2));
+      LAB_CHECK(cudaMalloc(&vec, size_t(m) * 2));
+      LAB_CHECK(cudaMemset(a, 0, size_t(m) * k * 2));
+      LAB_CHECK(cudaMemset(b, 0, size_t(k) * n * 2));
+      LAB_CHECK(cudaMemset(aux, 0, size_t(m) * n * 2));
+      LAB_CHECK(cudaMemset(vec, 0, size_t(m) * 2));
       const epigemm_matrix_t A{a, EPIGEMM_DTYPE_BF16, fprop ? k : m, fprop ? m : k, fprop ? k : m,
                                EPIGEMM_MEMORY_DEVICE};
       const epigemm_matrix_t B{b, EPIGEMM_DTYPE_BF16, k, n, k, EPIGEMM_MEMORY_DEVICE};
@@ -141,13 +134,13 @@ int main() {
                   floor.enqueued_us, floor.graph_us);
       for (epigemm_backend_t backend : backends) {
         epigemm_gemm_desc_t desc;
-        CK(epigemm_gemm_desc_create(&desc));
-        CK(epigemm_gemm_desc_set_transpose(desc, fprop ? EPIGEMM_OP_T : EPIGEMM_OP_N, EPIGEMM_OP_N));
-        CK(epigemm_gemm_desc_set_epilogue(desc, c.epilogue));
-        CK(epigemm_gemm_desc_set_backend(desc, backend));
-        if (c.epilogue != EPIGEMM_EPILOGUE_DGELU_BGRAD) CK(epigemm_gemm_desc_set_bias(desc, &V));
-        if (c.epilogue != EPIGEMM_EPILOGUE_BIAS) CK(epigemm_gemm_desc_set_aux(desc, &Aux));
-        if (c.epilogue == EPIGEMM_EPILOGUE_DGELU_BGRAD) CK(epigemm_gemm_desc_set_bias_grad(desc, &V));
+        LAB_CHECK(epigemm_gemm_desc_create(&desc));
+        LAB_CHECK(epigemm_gemm_desc_set_transpose(desc, fprop ? EPIGEMM_OP_T : EPIGEMM_OP_N, EPIGEMM_OP_N));
+        LAB_CHECK(epigemm_gemm_desc_set_epilogue(desc, c.epilogue));
+        LAB_CHECK(epigemm_gemm_desc_set_backend(desc, backend));
+        if (c.epilogue != EPIGEMM_EPILOGUE_DGELU_BGRAD) LAB_CHECK(epigemm_gemm_desc_set_bias(desc, &V));
+        if (c.epilogue != EPIGEMM_EPILOGUE_BIAS) LAB_CHECK(epigemm_gemm_desc_set_aux(desc, &Aux));
+        if (c.epilogue == EPIGEMM_EPILOGUE_DGELU_BGRAD) LAB_CHECK(epigemm_gemm_desc_set_bias_grad(desc, &V));
         bool ok = true;
         const Times t = time_calls(
             [&] {
@@ -165,7 +158,7 @@ int main() {
           std::printf("%-16s %-5s %-14s %-9s declined: %s\n", layer_text, c.pass, epigemm_epilogue_name(c.epilogue),
                       epigemm_backend_name(backend), epigemm_context_last_error(ctx));
         }
-        CK(epigemm_gemm_desc_destroy(desc));
+        LAB_CHECK(epigemm_gemm_desc_destroy(desc));
       }
       cudaFree(a);
       cudaFree(b);

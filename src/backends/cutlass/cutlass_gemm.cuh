@@ -142,11 +142,12 @@ struct ForwardActivationAux {
 // g = acc * act'(aux); D = g; bias_grad[i] = sum_j g[i, j]. DACT and DACT_BGRAD share it: a null
 // partials pointer turns the row sums off (ColReduction's EnableNullptr).
 //
-// The row sums: each tile's partial sums go to the workspace (`partials`, fp32, Partials below)
-// and sum_row_partials adds them afterwards, in tile order. CUTLASS's own LinCombDeEltActDePerRowBias
-// lets the last CTA of each tile row add them instead, behind a __threadfence and a tile counter per
-// row of tiles (reset by a cudaMemsetAsync on every call); that is the same sum in the same order,
-// and on the H200 it cost DACT_BGRAD 10-60% over DACT (docs/dev/cutlass_backend.md, "The row sums").
+// The row sums: each tile's partial sums go to the workspace (`partials`, fp32, laid out as
+// RowPartials says: cutlass_row_partial_sums.cuh) and sum_row_partials adds them afterwards, in
+// tile order. CUTLASS's own LinCombDeEltActDePerRowBias lets the last CTA of each tile row add them
+// instead, behind a __threadfence and a tile counter per row of tiles (reset by a cudaMemsetAsync
+// on every call); that is the same sum in the same order, and on the H200 it cost DACT_BGRAD
+// 10-60% over DACT (docs/dev/cutlass_backend.md, "The row sums").
 template <class Element, class Activation>
 struct BackwardActivationBgrad {
   static std::string label() {

@@ -103,7 +103,7 @@ inline TileOrder tile_order_for(const GemmCall& call, const DeviceFacts& device)
 //     slower ones against cuBLASLt's fused epilogues: 25, between cuda's 20 and cublaslt. Below
 //     1.5 waves, median 1.24 (72): 1; but the identity with an aux (ACT_AUX, ACT_AUX_BIAS), which
 //     cuBLASLt has no epilogue for and cuda runs through its fp32 intermediate: median 0.80 over
-//     cuda (6 cases, 2026-12-02 03:12 UTC): 25 at every size.
+//     cuda (6 cases, 2026-12-02 03:12 UTC): 25 below 1.5 waves too.
 //   - DACT and DACT_BGRAD: from 7 waves on, median 0.971 and 0.976, the slowest 1.078 and 1.006 (40
 //     cases each; 10 each with the identity: 0.951 and 0.959. 2026-12-02 03:12 UTC, with the row
 //     sums of cutlass_row_partial_sums.cuh: bench/results/h200-2026-12-02-0312-cutlass-rule-source.csv): 35.
