@@ -36,8 +36,8 @@
 #include <cutlass/kernel_hardware_info.h>
 
 #include "backends/cutlass/cutlass_activation.cuh"
-#include "backends/cutlass/cutlass_row_partial_sums.cuh"
 #include "backends/cutlass/cutlass_kernels.hpp"
+#include "backends/cutlass/cutlass_row_partial_sums.cuh"
 #include "backends/cutlass/cutlass_tile_config.hpp"
 #include "core/names.hpp"
 
@@ -199,8 +199,9 @@ struct CutlassGemm {
   static constexpr int64_t kTileM = cute::size<0>(typename Config::TileShape{});
   static constexpr int64_t kTileN = cute::size<1>(typename Config::TileShape{});
 
-  // The workspace: the row partial sums first (DACT_BGRAD), then CUTLASS's own (its tile
-  // scheduler's), each 16-byte aligned; `partials` and `cutlass` are offsets from the aligned base.
+  // The workspace, from the caller's pointer rounded up to 16 bytes: the row partial sums first
+  // (DACT_BGRAD with a bias gradient), then CUTLASS's own (its tile scheduler's) at offset
+  // `cutlass`, a multiple of 16.
   struct WorkspaceLayout {
     bool sums_rows = false;
     RowPartials partials_shape;
