@@ -7,11 +7,14 @@
 //     the call itself (not declined it);
 //   - a grid smaller than the SM count and one larger (the persistent scheduler's loop);
 //   - D, aux and the bias gradient bitwise repeatable across runs and across two contexts;
-//   - calls captured into a CUDA graph and replayed (no allocation, no synchronization).
+//   - calls captured into a CUDA graph and replayed (no allocation, no synchronization);
+//   - a prepared launch repeated only for the call it was made for (a decoy call first, in the same
+//     context, differing in one address, alpha or beta).
 // Each GPU test prints SKIP where the cutlass backend cannot run (no CUDA build, CUTLASS not
 // built, no compute capability 9.0 device).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -299,8 +302,9 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
       }
     }
   }
-  // Cooperative: 8 linear_combination_bias + 10 forward + 10 backward; ping-pong: 10 forward.
-  EXPECT_EQ(found, 38);
+  // Cooperative: 8 linear_combination_bias + 10 forward + 10 backward; ping-pong: 10 forward + 10
+  // backward.
+  EXPECT_EQ(found, 48);
 }
 // The tile order is a pure function of the call's tile grid and the SM count: runs of 4 (else 2)
 // tiles from two waves of 128 x 128 tiles on, where CUTLASS's rounding of the grid to the swizzle
@@ -473,10 +477,93 @@ TEST(CutlassBackend, BitwiseRepeatableAcrossRunsAndContexts) {
 }
 
 #ifdef EPIGEMM_TESTS_WITH_CUDA
+// The backend keeps the prepared launches (CUTLASS's parameters, TMA descriptors included) of recent
+// calls and repeats one only for a call with the same launch key (cutlass_backend.cpp). Each case
+// runs right after a decoy call in the same context that differs from it in one value the key
+// holds: an operand's address (then a scratch buffer of zeros), alpha or beta. Had the key left
+// that value out, the case would repeat the decoy's launch, and its outputs, checked against the
+// reference, would be the decoy's values or would land in the scratch buffer.
+enum class Decoy { a, b, d, bias, aux, bias_grad, alpha, beta };
+
+const char* decoy_name(Decoy decoy) {
+  switch (decoy) {
+    case Decoy::a: return "A elsewhere";
+    case Decoy::b: return "B elsewhere";
+    case Decoy::d: return "D elsewhere";
+    case Decoy::bias: return "bias elsewhere";
+    case Decoy::aux: return "aux elsewhere";
+    case Decoy::bias_grad: return "bias_grad elsewhere";
+    case Decoy::alpha: return "alpha doubled";
+    case Decoy::beta: return "beta 1";
+  }
+  return "?";
+}
+
+size_t matrix_bytes(const epigemm_matrix_t& m) { return size_t(m.ld) * size_t(m.cols) * 2; }
+
+TEST(CutlassBackend, RepeatsAPreparedLaunchOnlyForTheSameCall) {
+  Context ctx;
+  EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);
+  const epigemm_op_t N = EPIGEMM_OP_N, T = EPIGEMM_OP_T;
+  struct Run {
+    GemmCase c;
+    std::vector<Decoy> decoys;
+  };
+  const std::vector<Run> runs = {
+      {cutlass_case(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_ERF, T, N, EPIGEMM_DTYPE_BF16, 264, 136, 72, 5000),
+       {Decoy::a, Decoy::b, Decoy::d, Decoy::bias, Decoy::aux, Decoy::alpha, Decoy::beta}},
+      {cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_SILU, N, N, EPIGEMM_DTYPE_BF16, 264, 520, 72, 5001),
+       {Decoy::d, Decoy::aux, Decoy::bias_grad, Decoy::alpha}},
+      {cutlass_case(EPIGEMM_EPILOGUE_BIAS, EPIGEMM_ACTIVATION_GELU_TANH, N, T, EPIGEMM_DTYPE_F16, 136, 264, 72, 5002),
+       {Decoy::bias, Decoy::beta}},
+  };
+  for (const Run& run : runs) {
+    for (const Decoy decoy : run.decoys) {
+      SCOPED_TRACE(decoy_name(decoy));
+      SCOPED_TRACE(run.c.describe());
+      const Invoke decoy_first = [decoy](epigemm_context_t context, const GemmCase& c, const OperandViews& v,
+                                         void* workspace, size_t workspace_bytes, void* stream) {
+        // Zeros, as large as the largest operand.
+        size_t scratch_bytes = std::max({matrix_bytes(v.a), matrix_bytes(v.b), matrix_bytes(v.d)});
+        if (c.has_aux()) scratch_bytes = std::max(scratch_bytes, matrix_bytes(v.aux));
+        void* scratch = nullptr;
+        EXPECT_EQ(cudaMalloc(&scratch, scratch_bytes), cudaSuccess);
+        EXPECT_EQ(cudaMemset(scratch, 0, scratch_bytes), cudaSuccess);
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        GemmCase decoy_case = c;
+        OperandViews decoy_views = v;
+        switch (decoy) {
+          case Decoy::a: decoy_views.a.data = scratch; break;
+          case Decoy::b: decoy_views.b.data = scratch; break;
+          case Decoy::d: decoy_views.d.data = scratch; break;
+          case Decoy::bias: decoy_views.bias.data = scratch; break;
+          case Decoy::aux: decoy_views.aux.data = scratch; break;
+          case Decoy::bias_grad: decoy_views.bias_grad.data = scratch; break;
+          case Decoy::alpha: decoy_case.alpha = 2.0f * c.alpha; break;
+          case Decoy::beta: decoy_case.beta = 1.0f; break;
+        }
+        const Desc desc = make_desc(decoy_case, decoy_views, c.target.backend);
+        EXPECT_EQ(epigemm_gemm(context, desc.get(), &decoy_views.a, &decoy_views.b, &decoy_views.d, workspace,
+                               workspace_bytes, stream),
+                  EPIGEMM_STATUS_SUCCESS)
+            << epigemm_context_last_error(context);
+        const epigemm_status_t status = invoke_description(context, c, v, workspace, workspace_bytes, stream);
+        EXPECT_EQ(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), cudaSuccess);
+        EXPECT_EQ(cudaFree(scratch), cudaSuccess);
+        return status;
+      };
+      const CaseRun result = run_case(ctx, run.c, decoy_first);
+      ASSERT_TRUE(result.ok);
+      EXPECT_FALSE(result.declined) << epigemm_context_last_error(ctx);
+      check_case(ctx, run.c, result);
+    }
+  }
+}
+
 // One call of each family captured into a CUDA graph in global capture mode (where an allocation,
 // a host synchronization or a device-to-host copy inside a call makes the capture fail; the
-// DACT_BGRAD call's cudaMemsetAsync of its tile counters is a captured node), replayed twice on
-// fresh inputs and checked against the reference.
+// DACT_BGRAD call's second kernel, the sum of its row partials, is a captured node), replayed
+// twice on fresh inputs and checked against the reference.
 TEST(CutlassBackend, CallsCaptureIntoAGraphAndReplay) {
   Context ctx;
   EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);
@@ -489,6 +576,9 @@ TEST(CutlassBackend, CallsCaptureIntoAGraphAndReplay) {
   check_graph_capture_and_replay(ctx, cases, EPIGEMM_BACKEND_CUTLASS, "cutlass_graph_replay");
 }
 #else
+TEST(CutlassBackend, RepeatsAPreparedLaunchOnlyForTheSameCall) {
+  GTEST_SKIP() << "SKIP: this build has no CUDA (the cutlass backend is not compiled in)";
+}
 TEST(CutlassBackend, CallsCaptureIntoAGraphAndReplay) {
   GTEST_SKIP() << "SKIP: this build has no CUDA (the cutlass backend is not compiled in)";
 }

@@ -24,6 +24,13 @@ namespace {
 
 constexpr int kCalls = 200;
 
+__global__ void empty_kernel() {}
+
+bool launch_empty_kernel(cudaStream_t stream) {
+  empty_kernel<<<1, 32, 0, stream>>>();
+  return cudaGetLastError() == cudaSuccess;
+}
+
 struct Times {
   double host_us, enqueued_us, graph_us;
 };
@@ -94,6 +101,41 @@ int main() {
   std::printf("microseconds per call, bf16; host = CPU time to enqueue one call (200 back to back), enqueued = "
               "GPU time per call as enqueued (the benchmark's measure), graph = the same calls replayed from a "
               "CUDA graph\n");
+  // What the pieces of a call cost the host by themselves: a kernel launch, cuBLAS's stream and
+  // workspace setters (the cuda backend calls them only when they change), and cuBLAS's GEMM with
+  // both set once (the lab's floor rows below set the stream on every call, as a caller would).
+  {
+    void *a, *b, *d;
+    LAB_CHECK(cudaMalloc(&a, size_t(3072) * 768 * 2));
+    LAB_CHECK(cudaMalloc(&b, size_t(768) * 256 * 2));
+    LAB_CHECK(cudaMalloc(&d, size_t(3072) * 256 * 2));
+    LAB_CHECK(cudaMemset(a, 0, size_t(3072) * 768 * 2));
+    LAB_CHECK(cudaMemset(b, 0, size_t(768) * 256 * 2));
+    const float one = 1.0f, zero = 0.0f;
+    const Times launch = time_calls([&] { return launch_empty_kernel(stream); }, stream);
+    const Times setters = time_calls(
+        [&] {
+          return cublasSetStream(blas, stream) == CUBLAS_STATUS_SUCCESS &&
+                 cublasSetWorkspace(blas, workspace, size_t(32) << 20) == CUBLAS_STATUS_SUCCESS;
+        },
+        stream);
+    LAB_CHECK(cublasSetStream(blas, stream));
+    const Times gemm = time_calls(
+        [&] {
+          return cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, 3072, 256, 768, &one, a, CUDA_R_16BF, 768, b,
+                              CUDA_R_16BF, 768, &zero, d, CUDA_R_16BF, 3072, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+        },
+        stream);
+    std::printf("pieces, host / enqueued / graph microseconds per call: an empty kernel's launch %.2f / %.2f / %.2f; "
+                "cublasSetStream + cublasSetWorkspace %.2f; cublasGemmEx 256,768,3072 fprop without them "
+                "%.2f / %.2f / %.2f\n",
+                launch.host_us, launch.enqueued_us, launch.graph_us, setters.host_us, gemm.host_us, gemm.enqueued_us,
+                gemm.graph_us);
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(d);
+  }
   std::printf("%-16s %-5s %-14s %-9s %8s %9s %7s\n", "layer", "pass", "epilogue", "backend", "host", "enqueued",
               "graph");
   for (const Layer& layer : layers) {

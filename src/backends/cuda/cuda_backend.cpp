@@ -164,6 +164,9 @@ class CudaBackend final : public Backend {
   std::string cublas_version_;  // "13.1.0"
   cuda::KernelTuning tuning_;
   cublasHandle_t handle_ = nullptr;
+  // The stream and workspace handle_ was last given (gemm()); nullptr until the first call.
+  cudaStream_t handle_stream_ = nullptr;
+  void* handle_workspace_ = nullptr;
   cudaStream_t side_stream_ = nullptr;
   cudaEvent_t fork_event_ = nullptr;
   cudaEvent_t join_event_ = nullptr;
@@ -259,9 +262,17 @@ Status CudaBackend::sums_of_operand(const GemmCall& call, float* partials, cudaS
 // out = alpha op(A) op(B) + beta out (beta is the call's, or 1 when D holds the bias already).
 Status CudaBackend::gemm(const GemmCall& call, float beta, void* out, epigemm_dtype_t out_dtype,
                          int64_t ld_out, void* cublas_workspace, cudaStream_t stream) {
-  // cublasSetStream drops a user workspace, so the workspace is set after it.
-  EPIGEMM_CUBLAS_CHECK(cublasSetStream(handle_, stream));
-  EPIGEMM_CUBLAS_CHECK(cublasSetWorkspace(handle_, cublas_workspace, kCublasWorkspaceBytes));
+  // cublasSetStream drops a user workspace, so the workspace is set after it. Both only when they
+  // change: the handle is this context's alone, and the two calls are a measurable part of a small
+  // call's host time (docs/dev/cutlass_backend.md, "Small calls are host-bound").
+  if (stream != handle_stream_ || cublas_workspace != handle_workspace_) {
+    handle_stream_ = nullptr;
+    handle_workspace_ = nullptr;
+    EPIGEMM_CUBLAS_CHECK(cublasSetStream(handle_, stream));
+    EPIGEMM_CUBLAS_CHECK(cublasSetWorkspace(handle_, cublas_workspace, kCublasWorkspaceBytes));
+    handle_stream_ = stream;
+    handle_workspace_ = cublas_workspace;
+  }
   const cublasComputeType_t compute = call.a.dtype == EPIGEMM_DTYPE_F32 && call.allow_tf32
                                           ? CUBLAS_COMPUTE_32F_FAST_TF32
                                           : CUBLAS_COMPUTE_32F;

@@ -18,10 +18,14 @@
 // access (8 elements of a 16-bit type) and the problem extents to fit an int.
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "backends/cutlass/cutlass_kernels.hpp"
 #include "backends/cutlass/cutlass_tile_config.hpp"
@@ -180,6 +184,60 @@ std::string operand_rule_broken(const GemmCall& call) {
   return {};
 }
 
+// What a prepared launch (cutlass_kernels.hpp) was made from: the kernel (dtype, layout, family,
+// activation, tile configuration), the tile order, and every value of the call that CUTLASS's
+// parameters hold: the extents, the addresses and leading dimensions of the operands, alpha and
+// beta, and the workspace (where the row partial sums and CUTLASS's own workspace lie). Two calls
+// with the same key launch the same kernel with the same parameters. The stream is not part of
+// it: a launch takes its stream when enqueued.
+struct LaunchKey {
+  std::array<uint64_t, 19> words{};
+  bool operator==(const LaunchKey& other) const { return words == other.words; }
+};
+struct LaunchKeyHash {
+  size_t operator()(const LaunchKey& key) const {
+    uint64_t hash = 1469598103934665603ull;  // FNV-1a over the words
+    for (const uint64_t word : key.words) hash = (hash ^ word) * 1099511628211ull;
+    return size_t(hash);
+  }
+};
+
+uint64_t address_word(const void* p) { return uint64_t(reinterpret_cast<uintptr_t>(p)); }
+uint64_t float_word(float value) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+LaunchKey launch_key(const Kernel* kernel, cutlass_backend::TileOrder order, const GemmCall& call) {
+  LaunchKey key;
+  key.words = {address_word(kernel),
+               uint64_t(order.swizzle),
+               uint64_t(call.gemm_m),
+               uint64_t(call.gemm_n),
+               uint64_t(call.gemm_k),
+               address_word(call.a.data),
+               uint64_t(call.a.ld),
+               address_word(call.b.data),
+               uint64_t(call.b.ld),
+               address_word(call.d.data),
+               uint64_t(call.d.ld),
+               address_word(call.has_bias ? call.bias.data : nullptr),
+               address_word(call.has_aux ? call.aux.data : nullptr),
+               uint64_t(call.has_aux ? call.aux.ld : 0),
+               address_word(call.has_bias_grad ? call.bias_grad.data : nullptr),
+               address_word(call.workspace),
+               uint64_t(call.workspace_bytes),
+               float_word(call.alpha),
+               float_word(call.beta)};
+  return key;
+}
+
+// At most this many prepared launches per context (a few kilobytes each: CUTLASS's parameters,
+// with five 128-byte TMA descriptors); when full, they are all dropped and the cache starts again.
+// A training step makes a few dozen distinct calls.
+constexpr size_t kMaxPreparedLaunches = 256;
+
 class CutlassBackend final : public Backend {
  public:
   CutlassBackend() {
@@ -221,6 +279,8 @@ class CutlassBackend final : public Backend {
   std::string why_not_usable_;
   std::string device_text_;  // "device 0: NVIDIA H200, compute capability 9.0"
   DeviceFacts device_;
+  // The prepared launches of recent calls, by launch key (a context is used by one thread at a time).
+  std::unordered_map<LaunchKey, std::unique_ptr<cutlass_backend::PreparedLaunch>, LaunchKeyHash> prepared_;
 };
 
 Support CutlassBackend::supports(const GemmCall& call) const {
@@ -254,7 +314,18 @@ Status CutlassBackend::run(const GemmCall& call) {
   std::string why_not;
   const Kernel* kernel = kernel_for(call, &why_not);
   if (kernel == nullptr) return error(EPIGEMM_STATUS_NOT_SUPPORTED, "cutlass declines this call: ", why_not);
-  return kernel->run(call, device_, cutlass_backend::tile_order_for(call, device_));
+  const cutlass_backend::TileOrder order = cutlass_backend::tile_order_for(call, device_);
+  const LaunchKey key = launch_key(kernel, order, call);
+  const auto found = prepared_.find(key);
+  if (found != prepared_.end()) return found->second->launch(call.stream);
+  std::unique_ptr<cutlass_backend::PreparedLaunch> prepared;
+  EPIGEMM_RETURN_IF_ERROR(kernel->prepare(call, device_, order, &prepared));
+  const Status launched = prepared->launch(call.stream);
+  if (launched.ok() && prepared->reusable()) {
+    if (prepared_.size() >= kMaxPreparedLaunches) prepared_.clear();
+    prepared_.emplace(key, std::move(prepared));
+  }
+  return launched;
 }
 
 }  // namespace

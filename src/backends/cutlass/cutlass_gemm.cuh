@@ -24,6 +24,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include <cute/tensor.hpp>
@@ -266,29 +267,57 @@ struct CutlassGemm {
     return bytes == 0 ? 0 : bytes + kWorkspaceAlignment;
   }
 
-  static Status run(const GemmCall& call, const DeviceFacts& device, TileOrder order) {
+  // The prepared launch (cutlass_kernels.hpp, PreparedLaunch): CUTLASS's initialized adapter (its
+  // kernel parameters) and where the row partial sums go.
+  struct Prepared final : PreparedLaunch {
+    Gemm gemm;
+    bool reusable_ = false;
+    bool sums_rows = false;
+    RowPartials partials_shape;
+    float* partials = nullptr;
+    Element* bias_grad = nullptr;
+
+    bool reusable() const override { return reusable_; }
+    Status launch(void* stream_pointer) override {
+      const cudaStream_t stream = static_cast<cudaStream_t>(stream_pointer);
+      const cutlass::Status status = gemm.run(stream);
+      if (status != cutlass::Status::kSuccess) {
+        const cudaError_t launch_error = cudaGetLastError();
+        return EPIGEMM_BACKEND_ERROR("CUTLASS launch of ", name(), ": ", cutlassGetStatusString(status), " (",
+                                     cudaGetErrorString(launch_error), ")");
+      }
+      if (sums_rows) return launch_sum_row_partials(partials, partials_shape, bias_grad, stream);
+      return Status();
+    }
+  };
+
+  static Status prepare(const GemmCall& call, const DeviceFacts& device, TileOrder order,
+                        std::unique_ptr<PreparedLaunch>* prepared) {
     const WorkspaceLayout parts = workspace_layout(call);
     char* base = aligned_workspace(call);
-    float* partials = parts.sums_rows ? reinterpret_cast<float*>(base) : nullptr;
-    const Arguments args = arguments(call, device, order, partials);
-    void* workspace = Gemm::get_workspace_size(args) > 0 ? base + parts.cutlass : nullptr;
-    const cudaStream_t stream = static_cast<cudaStream_t>(call.stream);
-    Gemm gemm;
-    cutlass::Status status = gemm.initialize(args, workspace, stream);
+    auto launch = std::make_unique<Prepared>();
+    launch->sums_rows = parts.sums_rows;
+    launch->partials_shape = parts.partials_shape;
+    launch->partials = parts.sums_rows ? reinterpret_cast<float*>(base) : nullptr;
+    launch->bias_grad = parts.sums_rows ? static_cast<Element*>(call.bias_grad.data) : nullptr;
+    const Arguments args = arguments(call, device, order, launch->partials);
+    // CUTLASS's initialize sets up its own workspace on the stream (for a scheduler or a reduction
+    // that keeps state there); with none, the parameters are all there is, and they can be reused.
+    const bool has_cutlass_workspace = Gemm::get_workspace_size(args) > 0;
+    void* workspace = has_cutlass_workspace ? base + parts.cutlass : nullptr;
+    launch->reusable_ = !has_cutlass_workspace;
+    const cutlass::Status status = launch->gemm.initialize(args, workspace, static_cast<cudaStream_t>(call.stream));
     if (status != cutlass::Status::kSuccess) {
       return EPIGEMM_BACKEND_ERROR("CUTLASS initialize of ", name(), ": ", cutlassGetStatusString(status));
     }
-    status = gemm.run(stream);
-    if (status != cutlass::Status::kSuccess) {
-      const cudaError_t launch = cudaGetLastError();
-      return EPIGEMM_BACKEND_ERROR("CUTLASS launch of ", name(), ": ", cutlassGetStatusString(status),
-                                   " (", cudaGetErrorString(launch), ")");
-    }
-    if (parts.sums_rows) {
-      return launch_sum_row_partials(partials, parts.partials_shape, static_cast<Element*>(call.bias_grad.data),
-                                     stream);
-    }
+    *prepared = std::move(launch);
     return Status();
+  }
+
+  static Status run(const GemmCall& call, const DeviceFacts& device, TileOrder order) {
+    std::unique_ptr<PreparedLaunch> prepared;
+    EPIGEMM_RETURN_IF_ERROR(prepare(call, device, order, &prepared));
+    return prepared->launch(call.stream);
   }
 
   // "bf16 TN forward_activation_aux(gelu_tanh) cooperative 128x128x64 cluster 1x1x1"
@@ -299,7 +328,7 @@ struct CutlassGemm {
   }
 
   static const Kernel* entry() {
-    static const Kernel kernel{name(), &check_can_implement, &workspace_bytes, &run};
+    static const Kernel kernel{name(), &check_can_implement, &workspace_bytes, &prepare, &run};
     return &kernel;
   }
 };

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 #include "core/gemm_call.hpp"
 #include "core/status.hpp"
@@ -61,6 +62,24 @@ struct TileOrder {
   int swizzle = 1;
 };
 
+// A launch of one kernel for one call with the host's part done: CUTLASS's kernel parameters (the
+// TMA descriptors of A, B, D and aux, encoded for the call's addresses, extents and strides; the
+// tile scheduler's grid) and the kernel's shared-memory attribute. That host work is most of what a
+// small call costs (docs/dev/cutlass_backend.md, "Small calls are host-bound"); the backend keeps
+// the prepared launches of recent calls and repeats one for a call with the same launch key
+// (cutlass_backend.cpp, LaunchKey).
+class PreparedLaunch {
+ public:
+  virtual ~PreparedLaunch() = default;
+  // Whether launch() may run again for another call with the same key: false where CUTLASS's own
+  // workspace has to be set up anew for every call (none of the kernels instantiated now needs
+  // that, but the check costs nothing and keeps a future configuration, stream-K say, correct).
+  virtual bool reusable() const = 0;
+  // Enqueues the kernel on `stream` (a cudaStream_t), and for DACT_BGRAD the sum of its partial
+  // row sums after it. No allocation, no synchronization.
+  virtual Status launch(void* stream) = 0;
+};
+
 // One compiled kernel. The call passed to each function has been accepted by validate() and by the
 // backend's own checks (dtypes, alignment, extents: cutlass_backend.cpp), so only what CUTLASS
 // itself decides is left to check_can_implement.
@@ -72,8 +91,11 @@ struct Kernel {
   // Bytes of workspace the kernel uses for this call's shapes (the DACT_BGRAD partial row sums,
   // CUTLASS's tile scheduler), plus the slack to align the caller's workspace to 16 bytes.
   size_t (*workspace_bytes)(const GemmCall& call, const DeviceFacts& device, TileOrder order);
-  // Launches the kernel, and for DACT_BGRAD the sum of its partial row sums after it, on
-  // call.stream. No allocation, no synchronization.
+  // The launch of the kernel for `call` (CUTLASS's initialize: arguments, TMA descriptors, and
+  // CUTLASS's workspace set up on call.stream where it has one), into *prepared.
+  Status (*prepare)(const GemmCall& call, const DeviceFacts& device, TileOrder order,
+                    std::unique_ptr<PreparedLaunch>* prepared);
+  // prepare, then launch on call.stream: one call, nothing kept.
   Status (*run)(const GemmCall& call, const DeviceFacts& device, TileOrder order);
 };
 

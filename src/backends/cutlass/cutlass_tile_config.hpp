@@ -19,13 +19,14 @@ namespace cutlass_backend {
 enum class KernelFamily { linear_combination_bias, forward_activation_aux, backward_activation_bgrad };
 
 // Whether a family's translation unit instantiates a configuration: every family has the
-// cooperative one; the ping-pong one is compiled for the forward activation epilogues alone, where
-// an epilogue with an aux store has the most to hide (docs/dev/cutlass_backend.md, "Tile
-// configurations"). Each instantiated configuration costs about 4 s of nvcc per kernel.
+// cooperative one; the ping-pong one is compiled for the activation epilogues, forward and
+// backward, which have an epilogue to hide (an aux store or an aux load; docs/dev/cutlass_backend.md,
+// "Tile configurations"), not for DEFAULT and BIAS. Each instantiated configuration costs about
+// 4 s of nvcc per kernel.
 constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
   switch (tile) {
     case TileConfig::cooperative_128x128x64: return true;
-    case TileConfig::pingpong_128x128x64: return family == KernelFamily::forward_activation_aux;
+    case TileConfig::pingpong_128x128x64: return family != KernelFamily::linear_combination_bias;
   }
   return false;
 }

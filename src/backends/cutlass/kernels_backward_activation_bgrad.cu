@@ -1,6 +1,7 @@
 // The backward_activation_bgrad kernels (DACT, DACT_BGRAD): bf16 and f16, the dgrad layout NN only
 // (where a linear layer's activation gradient is), every activation (the identity's derivative is
-// 1, NaN where aux is NaN: docs/conventions.md), one tile configuration: 10 kernels.
+// 1, NaN where aux is NaN: docs/conventions.md), two tile configurations (cooperative and ping-pong):
+// 20 kernels.
 #include "backends/cutlass/cutlass_gemm.cuh"
 
 namespace epigemm {
