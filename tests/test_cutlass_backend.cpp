@@ -334,10 +334,40 @@ TEST(CutlassSupport, TileOrderDependsOnTheTileGridOnly) {
             1);  // 17 x 18: +38% under 4, +5.9% under 2
 }
 
-// auto's priority for cutlass reads the epilogue's parts and the waves of 128 x 128 tiles over the
-// SMs: forward activation epilogues 35 from 7 waves on, 25 from 1.5, else 1 (the identity with an
-// aux: 25); DACT and DACT_BGRAD 35 from 7 waves on, else 1; the plain epilogues (DEFAULT, BIAS,
-// the identity without an aux) 1.
+// The tile configuration: cooperative for DEFAULT and BIAS, ping-pong for the forward activation
+// epilogues, and for the backward ones ping-pong from two waves of tiles on (264 on the H200),
+// cooperative below.
+TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
+  namespace cb = epigemm::cutlass_backend;
+  const cb::DeviceFacts h200{0, 132};
+  const epigemm_op_t N = EPIGEMM_OP_N, T = EPIGEMM_OP_T;
+  auto config = [&](cb::KernelFamily family, int64_t m, int64_t n) {
+    const bool forward = family != cb::KernelFamily::backward_activation_bgrad;
+    return cb::tile_config_for(family, host_probe_call(EPIGEMM_EPILOGUE_DACT, EPIGEMM_ACTIVATION_SILU,
+                                                       forward ? T : N, N, m, n, 64),
+                               h200);
+  };
+  using cb::KernelFamily;
+  const cb::TileConfig coop = cb::TileConfig::cooperative_128x128x64, pingpong = cb::TileConfig::pingpong_128x128x64;
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 24, 128 * 11), pingpong);  // 264 tiles
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 24, 128 * 11 - 8), pingpong);  // partial tiles count
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 263, 128), coop);  // 263 tiles
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 128, 128 * 64), pingpong);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 2, 128), pingpong);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 128, 128 * 64), pingpong);
+  EXPECT_EQ(config(KernelFamily::linear_combination_bias, 128 * 128, 128 * 64), coop);
+  // On twice the SMs the same 264 tiles are one wave.
+  EXPECT_EQ(cb::tile_config_for(KernelFamily::backward_activation_bgrad,
+                                host_probe_call(EPIGEMM_EPILOGUE_DACT, EPIGEMM_ACTIVATION_SILU, N, N, 128 * 24, 128 * 11, 64),
+                                cb::DeviceFacts{0, 264}),
+            coop);
+}
+
+// auto's priority for cutlass reads the epilogue's parts, the waves of 128 x 128 tiles over the
+// SMs and how full the last wave is: forward activation epilogues 35 from 7 waves on, 25 from
+// 0.75, else 1 (the identity with an aux: 25); DACT and DACT_BGRAD 35 from 7 waves on, 25 below
+// where the last wave is at least 90% full and the grid at least half a wave, else 1; the plain
+// epilogues (DEFAULT, BIAS, the identity without an aux) 1.
 TEST(CutlassSupport, AutoPriorityDependsOnTheEpilogueAndTheWaves) {
   namespace cb = epigemm::cutlass_backend;
   const cb::DeviceFacts h200{0, 132};
@@ -348,17 +378,24 @@ TEST(CutlassSupport, AutoPriorityDependsOnTheEpilogueAndTheWaves) {
     return cb::auto_priority_for(host_probe_call(e, act, forward ? T : N, N, m, n, 64), h200);
   };
   const epigemm_activation_t silu = EPIGEMM_ACTIVATION_SILU, gelu = EPIGEMM_ACTIVATION_GELU_TANH;
-  // 132 * 7 = 924 tiles: 32 x 29 = 928 is 7.03 waves, 32 x 28 = 896 is 6.8.
+  // 132 * 7 = 924 tiles: 32 x 29 = 928 is 7.03 waves, 32 x 28 = 896 is 6.8 (its last wave 896 /
+  // 924 = 97% full).
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, silu, 128 * 32, 128 * 29), 35);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, silu, 128 * 32, 128 * 28), 25);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT, gelu, 128 * 20, 128 * 10), 25);  // 200 tiles: 1.52 waves
-  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT, gelu, 128 * 16, 128 * 12), 1);   // 192 tiles: 1.45 waves
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT, gelu, 128 * 10, 128 * 10), 25);  // 100 tiles: 0.76 waves
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT, gelu, 128 * 14, 128 * 7), 1);    // 98 tiles: 0.74 waves
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX, silu, 128 * 24, 128 * 2), 1);  // 48 tiles: 0.36 waves
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 32, 128 * 29), 35);
-  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 32, 128 * 28), 1);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 32, 128 * 28), 25);          // last wave 97% full
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 24, 128 * 12), 1);           // 288 tiles: 73%
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 16, 128 * 8), 25);           // 128 tiles: 97%
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 6, 128 * 10), 1);            // 60 tiles: under half a wave
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 128, 128 * 64), 35);
-  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 32, 128 * 28), 1);
-  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX, EPIGEMM_ACTIVATION_IDENTITY, 128 * 16, 128 * 12), 25);  // 1.45 waves
-  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_IDENTITY, 128 * 16, 128 * 12), 1);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 40, 128 * 12), 25);    // 480 tiles: 91%
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 20, 128 * 16), 1);     // 320 tiles: 81%
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX, EPIGEMM_ACTIVATION_IDENTITY, 128 * 24, 128 * 2), 25);  // 0.36 waves
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_IDENTITY, 128 * 16, 128 * 12), 1);  // 73%
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_IDENTITY, 128 * 128, 128 * 64), 35);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX, EPIGEMM_ACTIVATION_IDENTITY, 128 * 20, 128 * 10), 25);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, EPIGEMM_ACTIVATION_IDENTITY, 128 * 32, 128 * 29), 35);
@@ -372,6 +409,10 @@ TEST(CutlassSupport, AutoPriorityDependsOnTheEpilogueAndTheWaves) {
 }
 #else
 TEST(CutlassSupport, TileOrderDependsOnTheTileGridOnly) {
+  GTEST_SKIP() << "SKIP: the cutlass backend is not built (no CUDA, no CUTLASS headers, or no 90a "
+                  "in CMAKE_CUDA_ARCHITECTURES)";
+}
+TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
   GTEST_SKIP() << "SKIP: the cutlass backend is not built (no CUDA, no CUTLASS headers, or no 90a "
                   "in CMAKE_CUDA_ARCHITECTURES)";
 }

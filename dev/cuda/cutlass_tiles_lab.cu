@@ -362,7 +362,7 @@ int main(int argc, char** argv) {
         }
         const epigemm::GemmCall probe = call_of(s, forward, c, ops[0], nullptr, 0, stream);
         const std::string rule =
-            variant_name(cb::tile_config_for(c.family, probe), cb::tile_order_for(probe, device).swizzle);
+            variant_name(cb::tile_config_for(c.family, probe, device), cb::tile_order_for(probe, device).swizzle);
         const std::string label = epigemm::epilogue_label(c.epilogue, c.activation);
         std::printf("| %lld,%lld,%lld | %s | %s | %lld | %.4f |", (long long)s.tokens, (long long)s.in,
                     (long long)s.out, forward ? "fprop" : "dgrad", label.c_str(), (long long)tiles, ms[0]);

@@ -55,7 +55,7 @@ bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kAlignment
 
 // The kernel family that computes a call's epilogue, from its parts; nullptr with the reason when
 // none does. layout and dtype select the instantiation.
-const Kernel* kernel_for(const GemmCall& call, std::string* why_not) {
+const Kernel* kernel_for(const GemmCall& call, const DeviceFacts& device, std::string* why_not) {
   const EpilogueParts parts = call.parts();
   const OperandLayout layout = cutlass_backend::operand_layout(call);
   using cutlass_backend::KernelFamily;
@@ -75,7 +75,7 @@ const Kernel* kernel_for(const GemmCall& call, std::string* why_not) {
   switch (parts.direction) {
     case Direction::backward:
       kernel = cutlass_backend::find_backward_activation_bgrad_kernel(
-          call.d.dtype, layout, parts.activation, tile_config_for(KernelFamily::backward_activation_bgrad, call));
+          call.d.dtype, layout, parts.activation, tile_config_for(KernelFamily::backward_activation_bgrad, call, device));
       if (kernel == nullptr) {
         *why_not = label() + " with transa/transb " + layout_name + ": instantiated for NN (dgrad) only";
       }
@@ -83,12 +83,12 @@ const Kernel* kernel_for(const GemmCall& call, std::string* why_not) {
     case Direction::forward:
       if (parts.activation == EPIGEMM_ACTIVATION_IDENTITY && !parts.uses_aux()) {
         kernel = cutlass_backend::find_linear_combination_bias_kernel(
-            call.d.dtype, layout, tile_config_for(KernelFamily::linear_combination_bias, call));
+            call.d.dtype, layout, tile_config_for(KernelFamily::linear_combination_bias, call, device));
         if (kernel == nullptr) *why_not = label() + " with transa/transb " + layout_name + ": not instantiated";
         return kernel;
       }
       kernel = cutlass_backend::find_forward_activation_aux_kernel(
-          call.d.dtype, layout, parts.activation, tile_config_for(KernelFamily::forward_activation_aux, call));
+          call.d.dtype, layout, parts.activation, tile_config_for(KernelFamily::forward_activation_aux, call, device));
       if (kernel == nullptr) {
         *why_not = label() + " with transa/transb " + layout_name + ": instantiated for TN (fprop) only";
       }
@@ -295,7 +295,7 @@ Support CutlassBackend::supports(const GemmCall& call) const {
   const std::string dtypes_broken = main_dtype_rule_broken(call);
   if (!dtypes_broken.empty()) return Support::no(dtypes_broken);
   std::string why_not;
-  const Kernel* kernel = kernel_for(call, &why_not);
+  const Kernel* kernel = kernel_for(call, device_, &why_not);
   if (kernel == nullptr) return Support::no(why_not);
   const std::string broken = operand_rule_broken(call);
   if (!broken.empty()) return Support::no(broken);
@@ -306,13 +306,13 @@ Support CutlassBackend::supports(const GemmCall& call) const {
 
 size_t CutlassBackend::workspace_bytes(const GemmCall& call) const {
   std::string why_not;
-  const Kernel* kernel = kernel_for(call, &why_not);
+  const Kernel* kernel = kernel_for(call, device_, &why_not);
   return kernel == nullptr ? 0 : kernel->workspace_bytes(call, device_, cutlass_backend::tile_order_for(call, device_));
 }
 
 Status CutlassBackend::run(const GemmCall& call) {
   std::string why_not;
-  const Kernel* kernel = kernel_for(call, &why_not);
+  const Kernel* kernel = kernel_for(call, device_, &why_not);
   if (kernel == nullptr) return error(EPIGEMM_STATUS_NOT_SUPPORTED, "cutlass declines this call: ", why_not);
   const cutlass_backend::TileOrder order = cutlass_backend::tile_order_for(call, device_);
   const LaunchKey key = launch_key(kernel, order, call);

@@ -31,16 +31,6 @@ constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
   return false;
 }
 
-// The rule: forward activation epilogues run ping-pong, everything else cooperative.
-inline TileConfig tile_config_for(KernelFamily family, const GemmCall&) {
-  switch (family) {
-    case KernelFamily::forward_activation_aux: return TileConfig::pingpong_128x128x64;
-    case KernelFamily::linear_combination_bias:
-    case KernelFamily::backward_activation_bgrad: return TileConfig::cooperative_128x128x64;
-  }
-  return TileConfig::cooperative_128x128x64;
-}
-
 // D's 128 x 128 tiles along gemm_m and gemm_n (a partial tile counts as one), and in all: the
 // grid both tile configurations compute, what the tile order and the dispatch rule read.
 struct TileGrid {
@@ -50,6 +40,27 @@ struct TileGrid {
 inline TileGrid tile_grid_of(const GemmCall& call) {
   constexpr int64_t kTile = 128;
   return TileGrid{(call.gemm_m + kTile - 1) / kTile, (call.gemm_n + kTile - 1) / kTile};
+}
+
+// The rule: DEFAULT and BIAS cooperative; the forward activation epilogues ping-pong; the backward
+// ones ping-pong from two waves of tiles on (2 x the SM count), cooperative below.
+//
+// Why the backward threshold (dev/cuda/cutlass_tiles_lab.cu, public and derive shapes, bf16, DACT
+// with gelu_erf and DACT_BGRAD with silu, each over cuBLAS's plain GEMM with the tile order the
+// rule takes; H200, 2026-12-02 05:28 UTC): from 288 tiles on ping-pong was never slower, and from
+// 1024 tiles on 3-16% faster (8192,16384,4096 DACT_BGRAD 1.115 -> 0.956, 16384,1024,4096 1.220 ->
+// 1.138); at 256 tiles and below cooperative was 1-15% faster (1024,2048,8192, 128 tiles: 1.078
+// against 1.146): with at most one tile per SM, nothing follows an epilogue to hide it under, and
+// the cooperative kernel's two warp groups share the tile's epilogue.
+inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, const DeviceFacts& device) {
+  switch (family) {
+    case KernelFamily::forward_activation_aux: return TileConfig::pingpong_128x128x64;
+    case KernelFamily::backward_activation_bgrad:
+      return tile_grid_of(call).tiles() >= 2 * int64_t(device.sm_count) ? TileConfig::pingpong_128x128x64
+                                                                          : TileConfig::cooperative_128x128x64;
+    case KernelFamily::linear_combination_bias: return TileConfig::cooperative_128x128x64;
+  }
+  return TileConfig::cooperative_128x128x64;
 }
 
 // The swizzle CUTLASS's persistent scheduler takes for a largest one asked (max_swizzle_size): its
@@ -94,35 +105,49 @@ inline TileOrder tile_order_for(const GemmCall& call, const DeviceFacts& device)
   return TileOrder{1};
 }
 
+// How full the last wave of a persistent grid is: the tiles over the tiles that ceil(tiles / SMs)
+// full waves would hold (1 where the tiles are a multiple of the SM count; 288 tiles on 132 SMs:
+// 288 / 396 = 0.73). A grid whose last wave is mostly empty leaves SMs idle for a whole tile's time.
+inline double last_wave_fill(const TileGrid& grid, int sm_count) {
+  const int64_t sms = std::max(sm_count, 1);
+  const int64_t waves = (grid.tiles() + sms - 1) / sms;
+  return waves == 0 ? 1.0 : double(grid.tiles()) / double(waves * sms);
+}
+
 // auto's priority for cutlass (docs/dispatch.md: cublaslt 30 where its table prefers it, else 5;
-// cuda 20). The rule reads the number of waves of D's 128 x 128 tiles over the SMs (tile_grid_of),
-// a pure function of the call and the device. Derived on the H200 (bf16) from the public shapes and
-// the derive set, never from the held-out shapes; per case, cutlass's time over the faster of cuda
-// and cublaslt (docs/dev/cutlass_backend.md, "The generalization set" and "The row sums"):
+// cuda 20). The rule reads the waves of D's 128 x 128 tiles over the SMs (tile_grid_of) and how
+// full the last one is, pure functions of the call and the device. Derived on the H200 (bf16) from
+// the public shapes and the derive set, never from the held-out shapes; per case, cutlass's time
+// over the faster of cuda and cublaslt (docs/dev/cutlass_backend.md):
 //   - forward activation epilogues (ACT .. ACT_AUX_BIAS): from 7 waves on, median 0.93 (270 cases,
 //     2026-12-01 20:30 UTC): 35, above cublaslt's 30. From 1.5 to 7 waves, median 0.965 (90), the
-//     slower ones against cuBLASLt's fused epilogues: 25, between cuda's 20 and cublaslt. Below
-//     1.5 waves, median 1.24 (72): 1; but the identity with an aux (ACT_AUX, ACT_AUX_BIAS), which
-//     cuBLASLt has no epilogue for and cuda runs through its fp32 intermediate: median 0.80 over
-//     cuda (6 cases, 2026-12-02 03:12 UTC): 25 below 1.5 waves too.
+//     slower ones against cuBLASLt's fused epilogues: 25, between cuda's 20 and cublaslt. From 0.75
+//     waves on too (2026-12-02 05:27 UTC, with the prepared launches of cutlass_backend.cpp): on
+//     the grids of 128 and 192 tiles (512,1024,4096 and 1000,768,3072) cutlass took 0.73-1.04 of
+//     cuda's time with every activation, on 48 tiles (256,768,3072) 1.0-1.3: 25 from 0.75 waves,
+//     between the two; 1 below. The identity with an aux (ACT_AUX, ACT_AUX_BIAS), which cuBLASLt has
+//     no epilogue for and cuda runs through its fp32 intermediate (median 0.80 over cuda below 1.5
+//     waves, 6 cases, 03:12 UTC): 25 at every size.
 //   - DACT and DACT_BGRAD: from 7 waves on, median 0.971 and 0.976, the slowest 1.078 and 1.006 (40
-//     cases each; 10 each with the identity: 0.951 and 0.959. 2026-12-02 03:12 UTC, with the row
-//     sums of cutlass_row_partial_sums.cuh: bench/results/h200-2026-12-02-0312-cutlass-rule-source.csv): 35.
-//     Below, median 0.98 and 1.01 (30 cases of 1.5-7 waves each) and 1.27 (25 below 1.5): 1.
-//     Until 2026-12-02 DACT_BGRAD was 1 everywhere: CUTLASS's own final reduction put its median
-//     at 1.06-1.33 in every range (up to 1.78x the plain GEMM on 8192,16384,4096, now 1.13).
+//     cases each, cooperative kernels, 2026-12-02 03:12 UTC; the ping-pong ones that run there
+//     since 05:28 were 3-16% faster in the tiles lab): 35. Below 7 waves it follows the grid's
+//     last wave: where it is at least 90% full (and the grid at least half a wave), cutlass ran
+//     as fast as cuda or faster (1024,2048,8192 with 128 tiles, 4096,1024,4096 and 512,8192,8192
+//     with 256, 1536,5120,5120 with 480, 2048,4096,12288 with 512), and where it is not, 10-30%
+//     slower (2048,2560,10240 with 320 tiles, 3000,1536,6144 with 288, 2048,768,3072 with 96): 25,
+//     else 1. A simulation of auto over the 03:27 and 05:27 runs' per-backend times had the
+//     derive part at 1.0978 and 1.1724 with the fill rule, 1.1009 and 1.1793 without it; 90% did
+//     as well as 85% and better than 80% and 95%.
 //   - the plain epilogues (DEFAULT, BIAS) and the bias gradients of an operand: 1, below every
 //     other device backend.
-// Until 2026-12-01 20:30 UTC the rule read the GEMM's multiply-adds (2^33 and more: 35); that put
-// the held-out 384,16384,16384 and 768,4096,14336 (3 and 5 waves, long K) on cutlass at 1.4-1.9 of
-// cuda's time, partly from the tile order's padding (cutlass_tile_config.hpp, tile_order_for).
 inline int auto_priority_for(const GemmCall& call, const DeviceFacts& device) {
   const EpilogueParts parts = call.parts();
   if (parts.activation == EPIGEMM_ACTIVATION_IDENTITY && !parts.uses_aux()) return 1;  // DEFAULT, BIAS, BGRAD*
-  const double waves = double(tile_grid_of(call).tiles()) / double(std::max(device.sm_count, 1));
-  if (parts.backward()) return waves >= 7.0 ? 35 : 1;
+  const TileGrid grid = tile_grid_of(call);
+  const double waves = double(grid.tiles()) / double(std::max(device.sm_count, 1));
   if (waves >= 7.0) return 35;
-  if (waves >= 1.5 || parts.activation == EPIGEMM_ACTIVATION_IDENTITY) return 25;
+  if (parts.backward()) return waves >= 0.5 && last_wave_fill(grid, device.sm_count) >= 0.9 ? 25 : 1;
+  if (waves >= 0.75 || parts.activation == EPIGEMM_ACTIVATION_IDENTITY) return 25;
   return 1;
 }
 
