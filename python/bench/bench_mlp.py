@@ -4,12 +4,19 @@ nn.Linear) and torch.compile of the same Sequential.
 
 For each (tokens, in, out) of the public benchmark shapes, the MLP is in -> hidden = out -> in.
 The three paths run interleaved in one loop, in a shuffled order each round (PERF.md), on
-rotating inputs (several x / dy pairs, together well above the L2 cache), timed with CUDA
-events around forward + backward; the median over rounds is reported, after warm-up and after
-a check that the paths agree. Then the Python overhead of one small call (bench_overhead.py).
-A results markdown (device, driver, date) goes to --out.
+rotating inputs (several x / dy pairs, together well above the L2 cache). Two times per path:
+  back to back   CUDA events around --steps steps of one path enqueued one after the other, as a
+                 training loop runs them (PERF.md: events around many repetitions); per step.
+                 The headline figure.
+  after a sync   CUDA events around one step that starts on an idle GPU with the host waiting
+                 just before: the host's time to enqueue the step counts in full. Reported beside
+                 it, so that the shapes where the host decides show both ways.
+Each step sets the gradients to None first (zero_grad(set_to_none=True)), as a training loop does.
+The median over rounds is reported, after warm-up and after a check that the paths agree. Then
+the Python overhead of one small call (bench_overhead.py). A results markdown (device, driver,
+date) goes to --out.
 
-    python python/bench/bench_mlp.py --out DIR [--shapes 2048,768,3072;...] [--rounds 15] [--no-compile]
+    python python/bench/bench_mlp.py --out DIR [--shapes 2048,768,3072;...] [--rounds 15] [--steps 10] [--no-compile]
 """
 
 import argparse
@@ -78,39 +85,54 @@ def check(paths, x, dy):
             for name, r in results.items()}
 
 
-def time_shape(tokens, in_f, out_f, rounds, warmup, compile_too):
+def one_step(path, x, dy):
+    module_of(path).zero_grad(set_to_none=True)
+    x.grad = None
+    step(path, x, dy)
+
+
+def time_shape(tokens, in_f, out_f, rounds, warmup, steps, compile_too):
+    """{path: (ms per step back to back, ms of one step after a sync, agreement)}."""
     hidden = out_f
     paths = make_paths(in_f, hidden, compile_too)
     inputs = [(torch.randn(tokens, in_f, device="cuda", dtype=torch.bfloat16).requires_grad_(),
                torch.randn(tokens, in_f, device="cuda", dtype=torch.bfloat16)) for _ in range(INPUT_SETS)]
     agreement = check(paths, *inputs[0])
-    times = {name: [] for name in paths}
+    back_to_back = {name: [] for name in paths}
+    after_sync = {name: [] for name in paths}
     order = list(paths)
     counter = 0
     for r in range(warmup + rounds):
         random.shuffle(order)
         for name in order:
             path = paths[name]
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            start.record()
+            for _ in range(steps):
+                one_step(path, *inputs[counter % INPUT_SETS])
+                counter += 1
+            stop.record()
+            stop.synchronize()
+            if r >= warmup:
+                back_to_back[name].append(start.elapsed_time(stop) / steps)
+            # One step alone: the GPU idle and the host waiting when it starts.
             module_of(path).zero_grad(set_to_none=True)
             x, dy = inputs[counter % INPUT_SETS]
             x.grad = None
             counter += 1
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             step(path, x, dy)
             stop.record()
             stop.synchronize()
             if r >= warmup:
-                times[name].append(start.elapsed_time(stop))
-    flops = 3 * 2 * 2 * tokens * in_f * hidden  # 2 GEMMs forward, 4 backward, 2 flops per MAC
-    rows = []
-    for name in paths:
-        ms = statistics.median(times[name])
-        rows.append((name, ms, flops / ms / 1e9, agreement[name]))
+                after_sync[name].append(start.elapsed_time(stop))
+    results = {name: (statistics.median(back_to_back[name]), statistics.median(after_sync[name]), agreement[name])
+               for name in paths}
     del paths, inputs
     torch._dynamo.reset()  # a fresh compile per shape, never the recompile limit's eager fallback
     torch.cuda.empty_cache()
-    return rows
+    return results
 
 
 def device_lines():
@@ -132,6 +154,7 @@ def main(argv=None):
     parser.add_argument("--shapes", default=None, help="tokens,in,out;... (default: the five public shapes)")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=10, help="steps per timing, back to back (default 10)")
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     parser.add_argument("--out", default=None, help="folder for the results markdown")
     args = parser.parse_args(argv)
@@ -144,12 +167,16 @@ def main(argv=None):
         print(line, flush=True)
     table = []
     for tokens, in_f, out_f in shapes:
-        rows = time_shape(tokens, in_f, out_f, args.rounds, args.warmup, not args.no_compile)
-        eager_ms = next(ms for name, ms, _, _ in rows if name == "PyTorch eager")
-        for name, ms, tflops, diff in rows:
-            table.append((f"{tokens},{in_f},{out_f}", name, ms, tflops, eager_ms / ms, diff))
-            print(f"  ({tokens},{in_f},{out_f}) {name:14s} {ms:9.3f} ms  {tflops:6.1f} TFLOP/s  "
-                  f"eager/this {eager_ms / ms:5.3f}  max rel. diff vs eager {diff:.2e}", flush=True)
+        results = time_shape(tokens, in_f, out_f, args.rounds, args.warmup, args.steps, not args.no_compile)
+        eager_ms, eager_sync_ms, _ = results["PyTorch eager"]
+        flops = 3 * 2 * 2 * tokens * in_f * out_f  # 2 GEMMs forward, 4 backward, 2 flops per MAC
+        for name, (ms, sync_ms, diff) in results.items():
+            row = (f"{tokens},{in_f},{out_f}", name, ms, flops / ms / 1e9, eager_ms / ms, sync_ms,
+                   eager_sync_ms / sync_ms, diff)
+            table.append(row)
+            print(f"  ({tokens},{in_f},{out_f}) {name:14s} {ms:9.3f} ms  {row[3]:6.1f} TFLOP/s  "
+                  f"eager/this {row[4]:5.3f}  after a sync {sync_ms:8.3f} ms, eager/this {row[6]:5.3f}  "
+                  f"max rel. diff vs eager {diff:.2e}", flush=True)
 
     from bench_overhead import measure  # noqa: E402  (beside this file)
 
@@ -158,13 +185,26 @@ def main(argv=None):
     lines = header + [
         "",
         f"One training step (forward + backward) of an MLP in -> hidden = out -> in, tanh GELU, bf16; "
-        f"median of {args.rounds} rounds after {args.warmup} warm-up rounds, paths interleaved in a "
-        f"shuffled order, {INPUT_SETS} rotating input sets; 'eager/this' > 1 means faster than PyTorch eager.",
+        f"paths interleaved in a shuffled order, {INPUT_SETS} rotating input sets, median of {args.rounds} "
+        f"rounds after {args.warmup} warm-up rounds. 'back to back': events around {args.steps} steps of "
+        f"one path enqueued one after another, per step; 'after a sync': one step that starts with the "
+        f"GPU idle and the host waiting. eager/this > 1 means faster than PyTorch eager.",
         "",
-        "| shape (tok,in,out) | path | ms | TFLOP/s | eager/this | max rel. diff vs eager |",
-        "|---|---|---|---|---|---|",
+        "| shape (tok,in,out) | path | ms back to back | TFLOP/s | eager/this | ms after a sync | "
+        "eager/this after a sync | max rel. diff vs eager |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    lines += [f"| {s} | {n} | {ms:.3f} | {tf:.1f} | {sp:.3f} | {d:.1e} |" for s, n, ms, tf, sp, d in table]
+    lines += [f"| {s} | {n} | {ms:.3f} | {tf:.1f} | {sp:.3f} | {sms:.3f} | {ssp:.3f} | {d:.1e} |"
+              for s, n, ms, tf, sp, sms, ssp, d in table]
+    for name in dict.fromkeys(row[1] for row in table):
+        if name == "PyTorch eager":
+            continue
+        rows = [row for row in table if row[1] == name]
+        mean = statistics.geometric_mean([row[4] for row in rows])
+        mean_sync = statistics.geometric_mean([row[6] for row in rows])
+        slower = sum(1 for row in rows if row[4] < 1.0)
+        lines.append(f"\n{name}: eager/this geometric mean {mean:.3f} back to back ({slower} of {len(rows)} "
+                     f"shapes slower than eager), {mean_sync:.3f} after a sync.")
     lines += ["", f"Python overhead of a small call (16,64,64), bf16, backend {backend}, host time per call:", "",
               "| path | us/call | over the C call |", "|---|---|---|"]
     lines += [f"| {name} | {us:.2f} | {over:.2f} |" for name, us, over in overhead]

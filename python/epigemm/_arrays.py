@@ -46,6 +46,7 @@ class _NumpyArrays(_HostArrays):
     """NumPy arrays. bfloat16 through the ml_dtypes package when it is installed."""
 
     name = "numpy"
+    fast = None  # the C++ path of epigemm.linear_fprop (torch tensors only)
 
     def __init__(self):
         import numpy
@@ -96,6 +97,9 @@ class _TorchTensors:
                 return torch.cuda.current_stream(device).cuda_stream
         self.stream = raw_stream
         _c.set_array_types(torch.Tensor, torch.float32, torch.float16, torch.bfloat16, None)
+        # linear_fprop's path for plain CUDA tensors in C++, where the package has its PyTorch
+        # operators (load_torch_operators).
+        self.fast = load_torch_operators()[0]
 
     @staticmethod
     def device_of(a):
@@ -140,6 +144,7 @@ class _CupyArrays:
     """CuPy arrays (CUDA device memory); the extension's own device workspace, one per stream."""
 
     name = "cupy"
+    fast = None  # the C++ path of epigemm.linear_fprop (torch tensors only)
 
     def __init__(self):
         import cupy
@@ -186,6 +191,7 @@ class _DlpackArrays(_HostArrays):
     extension's own, as for host arrays (_HostArrays' stream, workspace and grow_workspace)."""
 
     name = "dlpack"
+    fast = None  # the C++ path of epigemm.linear_fprop (torch tensors only)
 
     def device_of(self, a):
         return self.describe(a, "the first operand")[4]
@@ -238,6 +244,39 @@ def _adapter_slow(a):
             break
     _BY_TYPE[type(a)] = found
     return found
+
+
+_TORCH_OPERATORS = []  # [(module or None, why not)] once loaded
+
+
+def load_torch_operators():
+    """Loads the package's PyTorch operators in C++ (python/src/torch_ops.cpp, built against the
+    installed torch) once: (module, "") with its Python entry points, or (None, why they are not
+    used). EPIGEMM_TORCH_CPP_OPS=0 in the environment leaves them unloaded."""
+    if not _TORCH_OPERATORS:
+        _TORCH_OPERATORS.append(_load_torch_operators())
+    return _TORCH_OPERATORS[0]
+
+
+def _load_torch_operators():
+    import importlib
+    import os
+
+    import torch
+
+    if os.environ.get("EPIGEMM_TORCH_CPP_OPS", "1") == "0":
+        return None, "EPIGEMM_TORCH_CPP_OPS=0"
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_epigemm_torch_ops.so")
+    if not os.path.exists(path):
+        return None, "not built (the package was built without torch's headers: pip install --no-build-isolation)"
+    try:
+        torch.ops.load_library(path)
+        # The same file is a Python module too (one copy: the dynamic loader returns the library
+        # torch loaded).
+        module = importlib.import_module(__package__ + "._epigemm_torch_ops")
+    except (OSError, RuntimeError, ImportError) as error:  # built against another torch
+        return None, f"{path} did not load: {error}"
+    return module, ""
 
 
 def torch_adapter():

@@ -151,6 +151,15 @@ def linear_fprop(X, W, bias=None, *, activation=None, save_preact=True, out=None
     by out= / preact_out= are written in place; otherwise they are allocated (same library,
     device and dtype as X)."""
     lib = adapter(X)
+    fast = lib.fast
+    if fast is not None and out is None and preact_out is None and stream is None:
+        # Plain CUDA tensors, outputs to allocate, the current stream: read and allocated in C++
+        # (python/src/torch_ops.cpp); None when it does not take the call, which then runs here.
+        result = fast.linear_fprop(X, W, bias, ACTIVATIONS.get(activation), save_preact, BACKENDS.get(backend),
+                                   allow_tf32)
+        if result is not None:
+            _STATE.last = fast  # its last_backend() reports this thread's calls on that path
+            return result
     device = lib.device_of(X)
     act = ACTIVATIONS.get(activation)
     if act is None:

@@ -21,7 +21,6 @@ contiguous ones first. dtypes float32, float16 and bfloat16 on the CPU and on CU
 input, weights and biases of one call have one dtype (no autocast).
 """
 
-import os
 from typing import Optional, Tuple
 
 import torch
@@ -228,24 +227,7 @@ class _MLPFunction(torch.autograd.Function):
 _PLAIN_TENSORS = (torch.Tensor, nn.Parameter)
 
 
-def _load_cpp_operators():
-    """Loads the C++ operators (python/src/torch_ops.cpp) when the package holds them, built
-    against this torch; EPIGEMM_TORCH_CPP_OPS=0 in the environment leaves them unloaded. Returns
-    why they are not used ("" when they are)."""
-    if os.environ.get("EPIGEMM_TORCH_CPP_OPS", "1") == "0":
-        return "EPIGEMM_TORCH_CPP_OPS=0"
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.path.join(here, "_epigemm_torch_ops.so")
-    if not os.path.exists(path):
-        return "not built (the package was built without torch's headers: pip install --no-build-isolation)"
-    try:
-        torch.ops.load_library(path)
-    except (OSError, RuntimeError) as error:  # built against another torch
-        return f"{path} did not load: {error}"
-    return ""
-
-
-_CPP_OPERATORS_ABSENT = _load_cpp_operators()
+_CPP_OPERATORS_ABSENT = _arrays.load_torch_operators()[1]
 
 
 def cpp_operators():

@@ -376,3 +376,45 @@ def test_cpp_operators_refuse_what_the_python_path_refuses():
     with pytest.raises(RuntimeError, match="has dtype Double; expected float32"):
         torch.ops.epigemm_cpp.mlp(torch.randn(2, 4, dtype=torch.float64), torch.randn(8, 4, dtype=torch.float64),
                                   None, torch.randn(4, 8, dtype=torch.float64), None, "gelu_tanh")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_allocating_calls_on_cuda_tensors_take_the_cpp_path(dtype):
+    """epigemm.linear_fprop on plain CUDA tensors with its outputs to allocate is read and
+    allocated in C++ (python/src/torch_ops.cpp): bitwise the results of the out= path, and
+    last_backend() tells what ran. A call that path does not take runs the generic path, which
+    raises the library's message."""
+    cpp_operators_only()
+    cuda_only()
+    from epigemm import _arrays, _ops
+
+    fast = _arrays.adapter(torch.empty(0)).fast
+    assert fast is not None
+    torch.manual_seed(11)
+    X = torch.randn(24, 40, device="cuda").to(dtype)
+    W = torch.nn.Parameter(torch.randn(56, 40, device="cuda").to(dtype))
+    b = torch.randn(56, device="cuda").to(dtype)
+    for activation, bias, save_preact in ((None, b, True), ("gelu_tanh", b, True), ("gelu_erf", None, True),
+                                          ("relu", b, False)):
+        code = _ops.ACTIVATIONS[activation]
+        assert fast.linear_fprop(X, W, bias, code, save_preact, 0, False) is not None  # the path takes it
+        got = epigemm.linear_fprop(X, W, bias, activation=activation, save_preact=save_preact)
+        name, reason = epigemm.last_backend()
+        assert name in ("cuda", "cublaslt", "cutlass") and reason
+        Y = torch.full((24, 56), 7.0, device="cuda", dtype=dtype)
+        pre = torch.full((24, 56), 7.0, device="cuda", dtype=dtype) if activation and save_preact else None
+        epigemm.linear_fprop(X, W, bias, activation=activation, out=Y, preact_out=pre)
+        if pre is None:
+            assert isinstance(got, torch.Tensor) and torch.equal(got, Y)
+        else:
+            assert torch.equal(got[0], Y) and torch.equal(got[1], pre)
+    # A backend asked by name runs there.
+    epigemm.linear_fprop(X, W, b, backend="cuda")
+    assert epigemm.last_backend()[0] == "cuda"
+    # Not taken: mismatched columns (a view of W), a transposed X; the generic path decides.
+    assert fast.linear_fprop(X, W[:, :39], None, 0, True, 0, False) is None
+    with pytest.raises(epigemm.InvalidValueError, match="W has 39 columns"):
+        epigemm.linear_fprop(X, W[:, :39])
+    Xt = X.t().contiguous().t()
+    assert fast.linear_fprop(Xt, W, b, 0, True, 0, False) is None
+    torch.testing.assert_close(epigemm.linear_fprop(Xt.contiguous(), W, b), epigemm.linear_fprop(X, W, b))
