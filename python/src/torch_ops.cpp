@@ -130,7 +130,8 @@ CallSite call_site(const at::Tensor& like, int64_t tokens, int64_t in_features, 
     site.stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(like.device()).native_handle();
   }
   const epigemm_dtype_t dtype = dtype_of(like, "x");
-  const auto size_key = std::make_tuple(device, tokens, in_features, out_features, int(dtype), int(backend), allow_tf32);
+  const auto size_key =
+      std::make_tuple(device, tokens, in_features, out_features, int(dtype), int(backend), allow_tf32);
   auto known = state.workspace_sizes.find(size_key);
   if (known == state.workspace_sizes.end()) {
     size_t asked = 0;
@@ -423,7 +424,9 @@ PyObject* python_linear_fprop(PyObject*, PyObject* const* args, Py_ssize_t nargs
 PyObject* python_last_backend(PyObject*, PyObject*) {
   ThreadState& state = thread_state();
   const auto found = state.contexts.find(state.last_python_device);
-  if (found == state.contexts.end() || !found->second) return Py_BuildValue("(ss)", "", "no call has run on this thread");
+  if (found == state.contexts.end() || !found->second) {
+    return Py_BuildValue("(ss)", "", "no call has run on this thread");
+  }
   epigemm_backend_t backend = EPIGEMM_BACKEND_AUTO;
   const char* reason = nullptr;
   epigemm_context_last_backend(found->second->handle, &backend, &reason);
