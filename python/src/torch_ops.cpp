@@ -168,12 +168,13 @@ epigemm_activation_t activation_of(const std::string& name) {
 }
 
 // y [tokens, out] = act(x [tokens, in] w [out, in]^T + bias), and pre = x w^T + bias when `pre`
-// is defined (the activation's input, for the backward).
+// is defined (the activation's input, for the backward). The operators run with auto and no TF32;
+// epigemm.linear_fprop's path (python_linear_fprop) passes the caller's choice.
 at::Tensor forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, epigemm_activation_t act,
-                   const at::Tensor& pre) {
+                   const at::Tensor& pre, epigemm_backend_t backend = EPIGEMM_BACKEND_AUTO, bool allow_tf32 = false) {
   const int64_t tokens = x.size(0), in_features = x.size(1), out_features = w.size(0);
   at::Tensor y = at::empty({tokens, out_features}, x.options());
-  const CallSite site = call_site(x, tokens, in_features, out_features);
+  const CallSite site = call_site(x, tokens, in_features, out_features, backend, allow_tf32);
   const epigemm_tensor_t X = rows_of(x, "x"), W = rows_of(w, "weight"), Y = rows_of(y, "y");
   epigemm_vector_t B{};
   epigemm_tensor_t P{};
@@ -387,21 +388,11 @@ PyObject* python_linear_fprop(PyObject*, PyObject* const* args, Py_ssize_t nargs
     default: Py_RETURN_NONE;
   }
   try {
-    const int64_t tokens = x.size(0), in_features = x.size(1), out_features = w.size(0);
+    // forward() raises on a refused or failed call (caught below: None).
     const bool write_pre = act != EPIGEMM_ACTIVATION_IDENTITY && save_preact;
-    at::Tensor y = at::empty({tokens, out_features}, x.options());
-    at::Tensor pre = write_pre ? at::empty({tokens, out_features}, x.options()) : at::Tensor();
-    const CallSite site = call_site(x, tokens, in_features, out_features, static_cast<epigemm_backend_t>(backend),
-                                    allow_tf32);
-    const epigemm_tensor_t X = rows_of(x, "X"), W = rows_of(w, "W"), Y = rows_of(y, "out");
-    epigemm_vector_t B{};
-    epigemm_tensor_t P{};
-    if (write_pre) P = rows_of(pre, "preact_out");
-    if (epigemm_linear_fprop_act(site.ctx, &X, &W, vector_or_null(bias, "bias", &B),
-                                 static_cast<epigemm_activation_t>(act), write_pre ? &P : nullptr, &Y, site.workspace,
-                                 site.workspace_bytes, site.stream) != EPIGEMM_STATUS_SUCCESS) {
-      Py_RETURN_NONE;
-    }
+    at::Tensor pre = write_pre ? at::empty({x.size(0), w.size(0)}, x.options()) : at::Tensor();
+    at::Tensor y = forward(x, w, bias, static_cast<epigemm_activation_t>(act), pre,
+                           static_cast<epigemm_backend_t>(backend), allow_tf32);
     thread_state().last_python_device = int(x.get_device());
     if (!write_pre) return THPVariable_Wrap(std::move(y));
     PyObject* py_y = THPVariable_Wrap(std::move(y));
