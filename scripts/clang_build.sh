@@ -16,7 +16,7 @@ if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
 # The cutlass backend's kernels are left out here: with clang++ as its host compiler, nvcc 13.0's
 # generated host stub for CUTLASS 4.2's templated device_kernel does not compile ("explicit
 # specialization of '__wrapper__device_stub_device_kernel<...>' after instantiation", 8 errors
-# in kernels_forward_activation_aux.cu). They are built, warning-free, in the GCC build.
+# in a kernel translation unit). They are built, warning-free, in the GCC build.
 cuda=""
 if command -v nvcc >/dev/null 2>&1; then
   cuda=" (CUDA with clang++ as nvcc's host compiler; the cutlass kernels only in the GCC build)"

@@ -272,17 +272,26 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
     const bool backward_family = cb::instantiated_in(KernelFamily::backward_activation_bgrad, tile);
     for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
       const std::string dtype_name = epigemm_dtype_name(dtype);
-      EXPECT_EQ(cb::find_linear_combination_bias_kernel(EPIGEMM_DTYPE_F32, cb::OperandLayout::tn, tile), nullptr);
+      EXPECT_EQ(cb::find_kernel(KernelFamily::linear_combination_bias, tile, EPIGEMM_DTYPE_F32, cb::OperandLayout::tn,
+                                EPIGEMM_ACTIVATION_IDENTITY),
+                nullptr);
       for (cb::OperandLayout layout : layouts) {
         const std::string layout_name = cb::operand_layout_name(layout);
-        found += expect_lookup(cb::find_linear_combination_bias_kernel(dtype, layout, tile), bias_family,
+        found += expect_lookup(cb::find_kernel(KernelFamily::linear_combination_bias, tile, dtype, layout,
+                                               EPIGEMM_ACTIVATION_IDENTITY),
+                               bias_family,
                                {dtype_name + " " + layout_name + " linear_combination_bias", config});
         expect_supported(EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_ACTIVATION_GELU_TANH, layout, dtype);
         expect_supported(EPIGEMM_EPILOGUE_BIAS, EPIGEMM_ACTIVATION_GELU_TANH, layout, dtype);
         for (epigemm_activation_t a : every_activation()) {
           const std::string act = std::string("(") + epigemm_activation_name(a) + ")";
-          const cb::Kernel* forward = cb::find_forward_activation_aux_kernel(dtype, layout, a, tile);
-          const cb::Kernel* backward = cb::find_backward_activation_bgrad_kernel(dtype, layout, a, tile);
+          const cb::Kernel* forward = cb::find_kernel(KernelFamily::forward_activation_aux, tile, dtype, layout, a);
+          const cb::Kernel* backward = cb::find_kernel(KernelFamily::backward_activation_bgrad, tile, dtype, layout, a);
+          for (const cb::Kernel* kernel : {forward, backward}) {
+            if (kernel != nullptr) {
+              EXPECT_EQ(kernel->tile, tile) << kernel->name;
+            }
+          }
           found += expect_lookup(forward, forward_family && layout == cb::OperandLayout::tn,
                                  {dtype_name + " TN forward_activation_aux" + act, config});
           if (layout == cb::OperandLayout::tn) {
@@ -306,18 +315,22 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
   // backward.
   EXPECT_EQ(found, 48);
 }
-// The tile order is a pure function of the call's tile grid and the SM count: runs of 4 (else 2)
-// tiles from two waves of 128 x 128 tiles on, where CUTLASS's rounding of the grid to the swizzle
-// adds at most 1/32 to the tiles; CUTLASS's default order elsewhere.
+// The tile order is a pure function of the call's tile grid in the configuration's tiles and the
+// SM count: runs of 4 (else 2) tiles from two waves of tiles on, where CUTLASS's rounding of the
+// grid to the swizzle adds at most 1/32 to the tiles; CUTLASS's default order elsewhere.
 TEST(CutlassSupport, TileOrderDependsOnTheTileGridOnly) {
   namespace cb = epigemm::cutlass_backend;
   const cb::DeviceFacts h200{0, 132};
-  auto order = [&](int64_t m, int64_t n) {
+  auto order_with = [&](cb::TileConfig tile, int64_t m, int64_t n) {
     return cb::tile_order_for(host_probe_call(EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_ACTIVATION_RELU, EPIGEMM_OP_T,
                                               EPIGEMM_OP_N, m, n, 64),
-                              h200)
+                              h200, tile)
         .swizzle;
   };
+  auto order = [&](int64_t m, int64_t n) { return order_with(cb::TileConfig::pingpong_128x128x64, m, n); };
+  // The same for the cooperative 128 x 128 configuration.
+  EXPECT_EQ(order_with(cb::TileConfig::cooperative_128x128x64, 128 * 12, 128 * 22), 2);
+  EXPECT_EQ(order(2048, 4096), 4);
   EXPECT_EQ(order(128 * 12, 128 * 24), 4);      // 288 tiles, both counts multiples of 4
   EXPECT_EQ(order(128 * 12 - 8, 128 * 24 - 8), 4);  // a partial tile counts as a tile
   EXPECT_EQ(order(128 * 12, 128 * 22), 2);      // 22 would round to 24 (+9%); 2 divides it
@@ -329,9 +342,32 @@ TEST(CutlassSupport, TileOrderDependsOnTheTileGridOnly) {
   EXPECT_EQ(order(14336, 768), 2);              // 112 x 6: 8 under 4 (+33%), 6 under 2
   EXPECT_EQ(cb::tile_order_for(host_probe_call(EPIGEMM_EPILOGUE_DACT, EPIGEMM_ACTIVATION_RELU, EPIGEMM_OP_N,
                                                EPIGEMM_OP_N, 2056, 2184, 8),
-                               h200)
+                               h200, cb::TileConfig::cooperative_128x128x64)
                 .swizzle,
             1);  // 17 x 18: +38% under 4, +5.9% under 2
+}
+
+// The grid CUTLASS's persistent scheduler walks (tile_scheduler_params.h): the tiles rounded to
+// whole clusters, then to multiples of the swizzle taken times the cluster's extent; the swizzle
+// taken is lowered where the grid in clusters is narrower than 3 (for 4) or 2 (for 2) tiles.
+TEST(CutlassSupport, ScheduledGridRoundsToClustersThenToTheSwizzle) {
+  namespace cb = epigemm::cutlass_backend;
+  auto grid = [&](cb::TileShape tile, int64_t m, int64_t n, int swizzle) {
+    const cb::TileGrid g = cb::scheduled_grid(
+        host_probe_call(EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_ACTIVATION_RELU, EPIGEMM_OP_T, EPIGEMM_OP_N, m, n, 64),
+        tile, swizzle);
+    return std::to_string(g.along_m) + "x" + std::to_string(g.along_n);
+  };
+  const cb::TileShape square{128, 128, 1, 1}, pair_along_n{128, 128, 1, 2}, tall_pair{256, 128, 1, 2};
+  EXPECT_EQ(grid(square, 128 * 12, 128 * 22, 1), "12x22");
+  EXPECT_EQ(grid(square, 128 * 12, 128 * 22, 4), "12x24");
+  EXPECT_EQ(grid(square, 128 * 12, 128 * 22, 2), "12x22");
+  EXPECT_EQ(grid(pair_along_n, 128 * 12, 128 * 23, 1), "12x24");  // whole clusters
+  EXPECT_EQ(grid(pair_along_n, 128 * 12, 128 * 22, 2), "12x24");  // 2 x 2 along n
+  EXPECT_EQ(grid(pair_along_n, 128 * 12, 128 * 22, 4), "12x24");  // 4 x 2 along n
+  EXPECT_EQ(grid(tall_pair, 16384 - 8, 8192, 4), "64x64");      // a partial 256-row tile counts
+  EXPECT_EQ(grid(tall_pair, 256 * 2, 128 * 9, 4), "2x12");       // 2 x 10 in clusters: swizzle 2, 2 x 2 along n
+  EXPECT_EQ(grid(tall_pair, 256, 128 * 9, 4), "1x10");           // 1 x 10: swizzle 1
 }
 
 // The tile configuration: cooperative for DEFAULT and BIAS, ping-pong for the forward activation
@@ -408,6 +444,10 @@ TEST(CutlassSupport, AutoPriorityDependsOnTheEpilogueAndTheWaves) {
             25);
 }
 #else
+TEST(CutlassSupport, ScheduledGridRoundsToClustersThenToTheSwizzle) {
+  GTEST_SKIP() << "SKIP: the cutlass backend is not built (no CUDA, no CUTLASS headers, or no 90a "
+                  "in CMAKE_CUDA_ARCHITECTURES)";
+}
 TEST(CutlassSupport, TileOrderDependsOnTheTileGridOnly) {
   GTEST_SKIP() << "SKIP: the cutlass backend is not built (no CUDA, no CUTLASS headers, or no 90a "
                   "in CMAKE_CUDA_ARCHITECTURES)";

@@ -18,7 +18,11 @@
 // which one is fastest. Runs on sm_90a; elsewhere it stops with CUDA's or the backend's message.
 //
 //   epigemm_cutlass_tiles_lab [--shapes public|derive|both|T,I,O;...] [--cases fwd|bwd|all]
-//                             [--reps N] [--warmup N] [--csv FILE]
+//                             [--swizzles 1,4,8] [--sets N] [--reps N] [--warmup N] [--csv FILE]
+// --sets: how many operand sets the calls rotate among (1-8; default: enough for 512 MB, at most 8);
+// --sets 1 repeats one set, so what fits of it stays in L2 between calls.
+// Each variant is timed as the backend runs a repeated call: its launch prepared once per operand
+// set (CUTLASS's parameters and TMA descriptors), then enqueued.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -78,7 +82,6 @@ const Case kBackwardCases[] = {
     {EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_SILU, cb::KernelFamily::backward_activation_bgrad}};
 
 const cb::TileConfig kConfigs[] = {cb::TileConfig::cooperative_128x128x64, cb::TileConfig::pingpong_128x128x64};
-const int kSwizzles[] = {1, 4, 8};
 
 struct Variant {
   cb::TileConfig tile;
@@ -86,22 +89,23 @@ struct Variant {
   const cb::Kernel* kernel;
 };
 
+// "coop128x128 s4", "pp128x128c1x2 s1": the schedule, the tile, the cluster where it has one, and
+// the tile order's swizzle.
 std::string variant_name(cb::TileConfig tile, int swizzle) {
-  std::string name = cb::tile_config_name(tile);
-  name = name.substr(0, name.find(' '));  // "cooperative" / "pingpong": all are 128x128x64, 1x1x1
-  return name + " s" + std::to_string(swizzle);
+  const cb::TileShape shape = cb::tile_shape_of(tile);
+  const std::string name = cb::tile_config_name(tile);
+  std::string text = (name.rfind("cooperative", 0) == 0 ? "coop" : "pp") + std::to_string(shape.m) + "x" +
+                     std::to_string(shape.n);
+  if (shape.cluster_m * shape.cluster_n > 1) {
+    text += "c" + std::to_string(shape.cluster_m) + "x" + std::to_string(shape.cluster_n);
+  }
+  return text + " s" + std::to_string(swizzle);
 }
 
 const cb::Kernel* find_kernel(const Case& c, cb::TileConfig tile) {
-  switch (c.family) {
-    case cb::KernelFamily::linear_combination_bias:
-      return cb::find_linear_combination_bias_kernel(EPIGEMM_DTYPE_BF16, cb::OperandLayout::tn, tile);
-    case cb::KernelFamily::forward_activation_aux:
-      return cb::find_forward_activation_aux_kernel(EPIGEMM_DTYPE_BF16, cb::OperandLayout::tn, c.activation, tile);
-    case cb::KernelFamily::backward_activation_bgrad:
-      return cb::find_backward_activation_bgrad_kernel(EPIGEMM_DTYPE_BF16, cb::OperandLayout::nn, c.activation, tile);
-  }
-  return nullptr;
+  const cb::OperandLayout layout =
+      c.family == cb::KernelFamily::backward_activation_bgrad ? cb::OperandLayout::nn : cb::OperandLayout::tn;
+  return cb::find_kernel(c.family, tile, EPIGEMM_DTYPE_BF16, layout, c.activation);
 }
 
 // One set of operands of a pass, the layer's row-major tensors as a framework holds them:
@@ -199,6 +203,8 @@ std::vector<Shape> parse_shapes(const std::string& which) {
 int main(int argc, char** argv) {
   epigemm_bench::set_program_name("epigemm_cutlass_tiles_lab");
   std::string which_shapes = "both", which_cases = "all", csv_path;
+  std::vector<int> swizzles = {1, 4, 8};
+  int sets_asked = 0;  // 0: enough operand sets for >= 512 MB (at most 8)
   epigemm_bench::Timing timing;
   timing.reps = 20;
   timing.warmup = 3;
@@ -210,12 +216,23 @@ int main(int argc, char** argv) {
     };
     if (arg == "--shapes") which_shapes = value();
     else if (arg == "--cases") which_cases = value();
+    else if (arg == "--swizzles") {
+      swizzles.clear();
+      std::stringstream list(value());
+      std::string item;
+      while (std::getline(list, item, ',')) {
+        const int swizzle = std::atoi(item.c_str());
+        if (swizzle != 1 && swizzle != 2 && swizzle != 4 && swizzle != 8) die("--swizzles: expected 1, 2, 4 or 8 each");
+        swizzles.push_back(swizzle);
+      }
+    }
+    else if (arg == "--sets") sets_asked = std::max(1, std::min(8, std::atoi(value().c_str())));
     else if (arg == "--reps") timing.reps = std::max(1, std::atoi(value().c_str()));
     else if (arg == "--warmup") timing.warmup = std::max(0, std::atoi(value().c_str()));
     else if (arg == "--csv") csv_path = value();
     else if (arg == "--help" || arg == "-h") {
       std::printf("epigemm_cutlass_tiles_lab [--shapes public|derive|both|T,I,O;...] [--cases fwd|bwd|all]\n"
-                  "                          [--reps N] [--warmup N] [--csv FILE]\n");
+                  "                          [--swizzles 1,4,8] [--sets N] [--reps N] [--warmup N] [--csv FILE]\n");
       return 0;
     } else {
       die("unknown argument \"" + arg + "\" (see --help)");
@@ -242,14 +259,15 @@ int main(int argc, char** argv) {
   CUBLAS_LAB_OK(cublasSetStream(blas, stream));
   CUBLAS_LAB_OK(cublasSetWorkspace(blas, cublas_ws.ptr, kCublasWorkspace));
 
-  std::printf("device: %s (%d SMs); bf16; median of %d after %d warm-up calls; each variant's time over cuBLAS's plain GEMM (variant: configuration, s<tile-order swizzle>)\n",
-              prop.name, prop.multiProcessorCount, timing.reps, timing.warmup);
+  std::printf("device: %s (%d SMs); bf16; median of %d after %d warm-up calls; operand sets: %s; each variant's time over cuBLAS's plain GEMM (variant: configuration, s<tile-order swizzle>)\n",
+              prop.name, prop.multiProcessorCount, timing.reps, timing.warmup,
+              sets_asked > 0 ? std::to_string(sets_asked).c_str() : ">= 512 MB");
   std::printf("| shape (tok,in,out) | pass | epilogue | tiles | cuBLAS ms |");
   for (cb::TileConfig t : kConfigs) {
-    for (int swizzle : kSwizzles) std::printf(" %s |", variant_name(t, swizzle).c_str());
+    for (int swizzle : swizzles) std::printf(" %s |", variant_name(t, swizzle).c_str());
   }
   std::printf(" fastest | rule |\n|---|---|---|---:|---:|");
-  for (size_t i = 0; i < std::size(kConfigs) * std::size(kSwizzles); ++i) std::printf("---:|");
+  for (size_t i = 0; i < std::size(kConfigs) * swizzles.size(); ++i) std::printf("---:|");
   std::printf("---|---|\n");
   std::ofstream csv;
   if (!csv_path.empty()) {
@@ -268,7 +286,8 @@ int main(int argc, char** argv) {
       const int64_t w_count = s.out * s.in, input_count = s.tokens * input_features(s, forward);
       const int64_t output_count = s.tokens * output_features(s, forward), vec_count = output_features(s, forward);
       const size_t set_bytes = size_t(2) * size_t(w_count + input_count + 2 * output_count + vec_count);
-      const int sets = int(std::min<size_t>(8, std::max<size_t>(1, (size_t(512) << 20) / set_bytes + 1)));
+      const int sets = sets_asked > 0 ? sets_asked
+                                      : int(std::min<size_t>(8, std::max<size_t>(1, (size_t(512) << 20) / set_bytes + 1)));
       std::vector<Operands> ops(static_cast<size_t>(sets));
       for (int i = 0; i < sets; ++i) {
         Operands& o = ops[size_t(i)];
@@ -307,7 +326,7 @@ int main(int argc, char** argv) {
         std::vector<Variant> variants;
         for (cb::TileConfig t : kConfigs) {
           if (const cb::Kernel* k = find_kernel(c, t)) {
-            for (int swizzle : kSwizzles) variants.push_back({t, swizzle, k});
+            for (int swizzle : swizzles) variants.push_back({t, swizzle, k});
           }
         }
         if (variants.empty()) die(std::string("no kernel for ") + epigemm_epilogue_name(c.epilogue));
@@ -321,10 +340,22 @@ int main(int argc, char** argv) {
           }
         }
         DeviceBuffer workspace(std::max<size_t>(workspace_bytes, 16));
+        // One prepared launch per variant and operand set, as the backend keeps them for repeated calls.
+        std::vector<std::vector<std::unique_ptr<cb::PreparedLaunch>>> prepared(variants.size());
+        for (size_t which = 0; which < variants.size(); ++which) {
+          for (int set = 0; set < sets; ++set) {
+            const epigemm::GemmCall call =
+                call_of(s, forward, c, ops[size_t(set)], workspace.ptr, workspace_bytes, stream);
+            std::unique_ptr<cb::PreparedLaunch> launch;
+            const epigemm::Status st =
+                variants[which].kernel->prepare(call, device, cb::TileOrder{variants[which].swizzle}, &launch);
+            if (!st.ok()) die(st.message());
+            if (!launch->reusable()) die(std::string(variants[which].kernel->name) + ": a launch that is not reusable");
+            prepared[which].push_back(std::move(launch));
+          }
+        }
         auto run = [&](size_t which, int rep) {
-          const epigemm::GemmCall call =
-              call_of(s, forward, c, ops[size_t(rep % sets)], workspace.ptr, workspace_bytes, stream);
-          const epigemm::Status st = variants[which].kernel->run(call, device, cb::TileOrder{variants[which].swizzle});
+          const epigemm::Status st = prepared[which][size_t(rep % sets)]->launch(stream);
           if (!st.ok()) die(st.message());
         };
         // Agreement on set 0: D and the bias gradient of every variant against the first.
@@ -362,13 +393,14 @@ int main(int argc, char** argv) {
         }
         const epigemm::GemmCall probe = call_of(s, forward, c, ops[0], nullptr, 0, stream);
         const std::string rule =
-            variant_name(cb::tile_config_for(c.family, probe, device), cb::tile_order_for(probe, device).swizzle);
+            variant_name(cb::tile_config_for(c.family, probe, device),
+                         cb::tile_order_for(probe, device, cb::tile_config_for(c.family, probe, device)).swizzle);
         const std::string label = epigemm::epilogue_label(c.epilogue, c.activation);
         std::printf("| %lld,%lld,%lld | %s | %s | %lld | %.4f |", (long long)s.tokens, (long long)s.in,
                     (long long)s.out, forward ? "fprop" : "dgrad", label.c_str(), (long long)tiles, ms[0]);
         size_t k = 0;
         for (cb::TileConfig t : kConfigs) {
-          for (int swizzle : kSwizzles) {
+          for (int swizzle : swizzles) {
             if (k < variants.size() && variants[k].tile == t && variants[k].swizzle == swizzle) {
               std::printf(" %.3f |", ms[k + 1] / ms[0]);
               if (csv.is_open()) {

@@ -74,21 +74,24 @@ const Kernel* kernel_for(const GemmCall& call, const DeviceFacts& device, std::s
   const Kernel* kernel = nullptr;
   switch (parts.direction) {
     case Direction::backward:
-      kernel = cutlass_backend::find_backward_activation_bgrad_kernel(
-          call.d.dtype, layout, parts.activation, tile_config_for(KernelFamily::backward_activation_bgrad, call, device));
+      kernel = cutlass_backend::find_kernel(KernelFamily::backward_activation_bgrad,
+                                            tile_config_for(KernelFamily::backward_activation_bgrad, call, device),
+                                            call.d.dtype, layout, parts.activation);
       if (kernel == nullptr) {
         *why_not = label() + " with transa/transb " + layout_name + ": instantiated for NN (dgrad) only";
       }
       return kernel;
     case Direction::forward:
       if (parts.activation == EPIGEMM_ACTIVATION_IDENTITY && !parts.uses_aux()) {
-        kernel = cutlass_backend::find_linear_combination_bias_kernel(
-            call.d.dtype, layout, tile_config_for(KernelFamily::linear_combination_bias, call, device));
+        kernel = cutlass_backend::find_kernel(KernelFamily::linear_combination_bias,
+                                              tile_config_for(KernelFamily::linear_combination_bias, call, device),
+                                              call.d.dtype, layout, parts.activation);
         if (kernel == nullptr) *why_not = label() + " with transa/transb " + layout_name + ": not instantiated";
         return kernel;
       }
-      kernel = cutlass_backend::find_forward_activation_aux_kernel(
-          call.d.dtype, layout, parts.activation, tile_config_for(KernelFamily::forward_activation_aux, call, device));
+      kernel = cutlass_backend::find_kernel(KernelFamily::forward_activation_aux,
+                                            tile_config_for(KernelFamily::forward_activation_aux, call, device),
+                                            call.d.dtype, layout, parts.activation);
       if (kernel == nullptr) {
         *why_not = label() + " with transa/transb " + layout_name + ": instantiated for TN (fprop) only";
       }
@@ -284,11 +287,15 @@ class CutlassBackend final : public Backend {
     std::unique_ptr<cutlass_backend::PreparedLaunch> launch;
     size_t workspace_bytes = 0;
   };
+  // The tile order of a call that `kernel` runs (it depends on the kernel's tile configuration).
+  cutlass_backend::TileOrder tile_order_of(const Kernel* kernel, const GemmCall& call) const {
+    return cutlass_backend::tile_order_for(call, device_, kernel->tile);
+  }
   // The prepared launch of this call, or nullptr: a call with a kept launch has passed
   // can_implement with these very values, and its workspace size is known, so supports() and
   // workspace_bytes() answer from it without building CUTLASS's arguments again (about 1 µs each).
   const Prepared* prepared_for(const Kernel* kernel, const GemmCall& call) const {
-    const auto found = prepared_.find(launch_key(kernel, cutlass_backend::tile_order_for(call, device_), call));
+    const auto found = prepared_.find(launch_key(kernel, tile_order_of(kernel, call), call));
     return found == prepared_.end() ? nullptr : &found->second;
   }
 
@@ -313,7 +320,7 @@ Support CutlassBackend::supports(const GemmCall& call) const {
   const std::string broken = operand_rule_broken(call);
   if (!broken.empty()) return Support::no(broken);
   if (prepared_for(kernel, call) != nullptr) return Support::yes();
-  const Status can = kernel->check_can_implement(call, device_, cutlass_backend::tile_order_for(call, device_));
+  const Status can = kernel->check_can_implement(call, device_, tile_order_of(kernel, call));
   if (!can.ok()) return Support::no(can.message());
   return Support::yes();
 }
@@ -323,14 +330,14 @@ size_t CutlassBackend::workspace_bytes(const GemmCall& call) const {
   const Kernel* kernel = kernel_for(call, device_, &why_not);
   if (kernel == nullptr) return 0;
   if (const Prepared* prepared = prepared_for(kernel, call)) return prepared->workspace_bytes;
-  return kernel->workspace_bytes(call, device_, cutlass_backend::tile_order_for(call, device_));
+  return kernel->workspace_bytes(call, device_, tile_order_of(kernel, call));
 }
 
 Status CutlassBackend::run(const GemmCall& call) {
   std::string why_not;
   const Kernel* kernel = kernel_for(call, device_, &why_not);
   if (kernel == nullptr) return error(EPIGEMM_STATUS_NOT_SUPPORTED, "cutlass declines this call: ", why_not);
-  const cutlass_backend::TileOrder order = cutlass_backend::tile_order_for(call, device_);
+  const cutlass_backend::TileOrder order = tile_order_of(kernel, call);
   const LaunchKey key = launch_key(kernel, order, call);
   const auto found = prepared_.find(key);
   if (found != prepared_.end()) return found->second.launch->launch(call.stream);
@@ -347,5 +354,48 @@ Status CutlassBackend::run(const GemmCall& call) {
 }  // namespace
 
 std::unique_ptr<Backend> create_cutlass_backend() { return std::make_unique<CutlassBackend>(); }
+
+namespace cutlass_backend {
+namespace {
+
+// The kernel of one family and configuration where the family instantiates it, without naming a
+// translation unit's symbol where it does not.
+template <KernelFamily family, TileConfig tile>
+const Kernel* kernel_if_instantiated(epigemm_dtype_t dtype, OperandLayout layout, epigemm_activation_t activation) {
+  if constexpr (instantiated_in(family, tile)) {
+    return instantiated_kernel<family, tile>(dtype, layout, activation);
+  } else {
+    return nullptr;
+  }
+}
+
+template <KernelFamily family>
+const Kernel* kernel_in_family(TileConfig tile, epigemm_dtype_t dtype, OperandLayout layout,
+                               epigemm_activation_t activation) {
+  switch (tile) {
+    case TileConfig::cooperative_128x128x64:
+      return kernel_if_instantiated<family, TileConfig::cooperative_128x128x64>(dtype, layout, activation);
+    case TileConfig::pingpong_128x128x64:
+      return kernel_if_instantiated<family, TileConfig::pingpong_128x128x64>(dtype, layout, activation);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+const Kernel* find_kernel(KernelFamily family, TileConfig tile, epigemm_dtype_t dtype, OperandLayout layout,
+                          epigemm_activation_t activation) {
+  switch (family) {
+    case KernelFamily::linear_combination_bias:
+      return kernel_in_family<KernelFamily::linear_combination_bias>(tile, dtype, layout, activation);
+    case KernelFamily::forward_activation_aux:
+      return kernel_in_family<KernelFamily::forward_activation_aux>(tile, dtype, layout, activation);
+    case KernelFamily::backward_activation_bgrad:
+      return kernel_in_family<KernelFamily::backward_activation_bgrad>(tile, dtype, layout, activation);
+  }
+  return nullptr;
+}
+
+}  // namespace cutlass_backend
 
 }  // namespace epigemm

@@ -1,7 +1,7 @@
 // One CUTLASS sm90 GEMM with a fused epilogue, as a template over the element type, the storage of
 // A and B, the epilogue family (one of the three fusions below) and the tile configuration; and
 // the Kernel entry (cutlass_kernels.hpp) that the backend calls. Included only by the kernel
-// translation units (kernels_*.cu), compiled for sm_90a alone.
+// translation units (through cutlass_kernel_families.cuh), compiled for sm_90a alone.
 //
 // GEMM coordinates (docs/conventions.md, "Layout"): D is gemm_m x gemm_n column-major with ld_d,
 // op(A) gemm_m x gemm_k, op(B) gemm_k x gemm_n. CUTLASS's problem is the same (M, N, K) =
@@ -168,8 +168,10 @@ struct BackwardActivationBgrad {
 
 // ---- the kernel ---------------------------------------------------------------------------------
 
-template <epigemm_dtype_t dtype, OperandLayout layout, class Family, class Config>
+template <epigemm_dtype_t dtype, OperandLayout layout, class Family, TileConfig tile>
 struct CutlassGemm {
+  using Config = ConfigOf<tile>;
+  static_assert(shapes_agree<tile>(), "tile_shape_of and ConfigOf describe different tiles");
   using Element = typename ElementOf<dtype>::type;
   using LayoutA = typename LayoutTagsOf<layout>::A;
   using LayoutB = typename LayoutTagsOf<layout>::B;
@@ -323,12 +325,12 @@ struct CutlassGemm {
   // "bf16 TN forward_activation_aux(gelu_tanh) cooperative 128x128x64 cluster 1x1x1"
   static const char* name() {
     static const std::string text = std::string(ElementOf<dtype>::name) + " " + operand_layout_name(layout) +
-                                    " " + Family::label() + " " + tile_config_name(Config::id);
+                                    " " + Family::label() + " " + tile_config_name(tile);
     return text.c_str();
   }
 
   static const Kernel* entry() {
-    static const Kernel kernel{name(), &check_can_implement, &workspace_bytes, &prepare, &run};
+    static const Kernel kernel{name(), tile, &check_can_implement, &workspace_bytes, &prepare, &run};
     return &kernel;
   }
 };

@@ -3,9 +3,10 @@
 //
 // The choice is a pure function of the call, so that the same call always runs the same kernel
 // and its results, the DACT_BGRAD row sums included, are bitwise repeatable. Adding a
-// configuration is a value of TileConfig (cutlass_kernels.hpp), its struct below, the families
-// that instantiate it (kInstantiatedIn), and the rule here once the H200 has measured it
-// (dev/cuda/cutlass_tiles_lab.cu times every configuration of a family against cuBLAS).
+// configuration is a value of TileConfig (cutlass_kernels.hpp), its shape (tile_shape_of) and
+// CUTLASS types (ConfigOf) below, the families that instantiate it (instantiated_in, and the same
+// pairs in CMakeLists.txt's list of translation units), and the rule here once the H200 has
+// measured it (dev/cuda/cutlass_tiles_lab.cu times every configuration of a family against cuBLAS).
 #pragma once
 
 #include <algorithm>
@@ -15,14 +16,11 @@
 namespace epigemm {
 namespace cutlass_backend {
 
-// The kernel families (cutlass_kernels.hpp), as the tile rule and the instantiation lists name them.
-enum class KernelFamily { linear_combination_bias, forward_activation_aux, backward_activation_bgrad };
-
-// Whether a family's translation unit instantiates a configuration: every family has the
-// cooperative one; the ping-pong one is compiled for the activation epilogues, forward and
-// backward, which have an epilogue to hide (an aux store or an aux load; docs/dev/cutlass_backend.md,
-// "Tile configurations"), not for DEFAULT and BIAS. Each instantiated configuration costs about
-// 4 s of nvcc per kernel.
+// Whether a family instantiates a configuration: every family has the cooperative 128 x 128 one;
+// the others are compiled for the activation epilogues, forward and backward, which have an
+// epilogue to hide (an aux store or an aux load; docs/dev/cutlass_backend.md, "Tile
+// configurations"), not for DEFAULT and BIAS. Each instantiated configuration costs about 4 s of
+// nvcc per kernel and 45 s per translation unit (one per family and configuration).
 constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
   switch (tile) {
     case TileConfig::cooperative_128x128x64: return true;
@@ -31,16 +29,31 @@ constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
   return false;
 }
 
-// D's 128 x 128 tiles along gemm_m and gemm_n (a partial tile counts as one), and in all: the
-// grid both tile configurations compute, what the tile order and the dispatch rule read.
+// A configuration's CTA tile of D (rows along gemm_m, columns along gemm_n) and its cluster of
+// CTAs; the CUTLASS structs below check that they say the same.
+struct TileShape {
+  int64_t m, n;
+  int64_t cluster_m, cluster_n;
+};
+constexpr TileShape tile_shape_of(TileConfig tile) {
+  switch (tile) {
+    case TileConfig::cooperative_128x128x64: return {128, 128, 1, 1};
+    case TileConfig::pingpong_128x128x64: return {128, 128, 1, 1};
+  }
+  return {128, 128, 1, 1};
+}
+
+// D's tiles along gemm_m and gemm_n (a partial tile counts as one), and in all.
 struct TileGrid {
   int64_t along_m, along_n;
   int64_t tiles() const { return along_m * along_n; }
 };
-inline TileGrid tile_grid_of(const GemmCall& call) {
-  constexpr int64_t kTile = 128;
-  return TileGrid{(call.gemm_m + kTile - 1) / kTile, (call.gemm_n + kTile - 1) / kTile};
+inline TileGrid tile_grid_of(const GemmCall& call, const TileShape& tile) {
+  return TileGrid{(call.gemm_m + tile.m - 1) / tile.m, (call.gemm_n + tile.n - 1) / tile.n};
 }
+// The grid of 128 x 128 tiles: the measure of a call's size that the dispatch rules read, whatever
+// configuration then runs it.
+inline TileGrid tile_grid_of(const GemmCall& call) { return tile_grid_of(call, TileShape{128, 128, 1, 1}); }
 
 // The rule: DEFAULT and BIAS cooperative; the forward activation epilogues ping-pong; the backward
 // ones ping-pong from two waves of tiles on (2 x the SM count), cooperative below.
@@ -65,7 +78,7 @@ inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, con
 
 // The swizzle CUTLASS's persistent scheduler takes for a largest one asked (max_swizzle_size): its
 // get_log_swizzle_size (cutlass/gemm/kernel/tile_scheduler_params.h), which lowers it where the
-// grid is narrower than 3 (or 6) tiles, as 1 << log.
+// grid (in CTAs, rounded to whole clusters) is narrower than 3 (or 6) tiles, as 1 << log.
 inline int64_t cutlass_swizzle_taken(const TileGrid& grid, int max_swizzle) {
   const int64_t narrowest = grid.along_m < grid.along_n ? grid.along_m : grid.along_n;
   if (max_swizzle >= 8 && narrowest >= 6) return 8;
@@ -74,11 +87,26 @@ inline int64_t cutlass_swizzle_taken(const TileGrid& grid, int max_swizzle) {
   return 1;
 }
 
-// The tile order: runs of 4 (else 2) tiles where the tile grid fills the SMs at least twice and
-// the order adds at most 1/32 to the tiles; CUTLASS's default order (1) elsewhere.
+inline int64_t round_up_to(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+// The grid CUTLASS's scheduler walks for a tile configuration and a swizzle asked: the CTA tiles
+// rounded to whole clusters, then to multiples of swizzle x cluster extent along each dimension.
+inline TileGrid scheduled_grid(const GemmCall& call, const TileShape& tile, int max_swizzle) {
+  const TileGrid grid = tile_grid_of(call, tile);
+  const TileGrid in_clusters{round_up_to(grid.along_m, tile.cluster_m), round_up_to(grid.along_n, tile.cluster_n)};
+  const int64_t taken = cutlass_swizzle_taken(in_clusters, max_swizzle);
+  return TileGrid{round_up_to(in_clusters.along_m, taken * tile.cluster_m),
+                  round_up_to(in_clusters.along_n, taken * tile.cluster_n)};
+}
+
+// The tile order of a call run with `tile`: runs of 4 (else 2) tiles where the grid of that
+// configuration's tiles fills the SMs at least twice and the order adds at most 1/32 to the tiles
+// (over the grid rounded to whole clusters, which every order has); CUTLASS's default order (1)
+// elsewhere.
 //
 // Why the padding bound: the scheduler rounds the tile counts along m and along n up to multiples
-// of the swizzle it takes (tile_scheduler_params.h, round_up(problem_blocks, 1 << log_swizzle)),
+// of the swizzle it takes times the cluster's extent (tile_scheduler_params.h,
+// round_up(problem_blocks, (1 << log_swizzle) * cluster_shape)),
 // and the padded tiles hold places in the persistent CTAs' tile sequence. Measured on the H200
 // (bf16, 2026-12-01 20:30 UTC, bench/results/h200-2026-12-01-2030-cutlass-rule-source.csv), with
 // swizzle 4 wherever the grid held 2 waves: 384,16384,16384 (128 x 3 tiles, padded to 128 x 4)
@@ -91,16 +119,13 @@ inline int64_t cutlass_swizzle_taken(const TileGrid& grid, int max_swizzle) {
 // swizzle 1 / 4, 18:11 UTC): ping-pong ACT_BIAS(relu) 1.116 / 0.941 and 1.464 / 0.970,
 // cooperative DACT(gelu_erf) 1.327 / 1.163 and 1.089 / 0.987; 8 was within 1-2% of 4 either way.
 // Swizzle 2 was not measured by itself; it is taken where 4 would pad and 2 does not.
-inline TileOrder tile_order_for(const GemmCall& call, const DeviceFacts& device) {
-  const TileGrid grid = tile_grid_of(call);
-  const int64_t tiles = grid.tiles();
+inline TileOrder tile_order_for(const GemmCall& call, const DeviceFacts& device, TileConfig config) {
+  const TileShape tile = tile_shape_of(config);
+  const int64_t tiles = tile_grid_of(call, tile).tiles();
   if (tiles < 2 * int64_t(device.sm_count)) return TileOrder{1};
+  const int64_t unswizzled = scheduled_grid(call, tile, 1).tiles();
   for (const int swizzle : {4, 2}) {
-    const int64_t taken = cutlass_swizzle_taken(grid, swizzle);
-    const int64_t padded_m = (grid.along_m + taken - 1) / taken * taken;
-    const int64_t padded_n = (grid.along_n + taken - 1) / taken * taken;
-    const int64_t padded = padded_m * padded_n;
-    if (padded * 32 <= tiles * 33) return TileOrder{swizzle};
+    if (scheduled_grid(call, tile, swizzle).tiles() * 32 <= unswizzled * 33) return TileOrder{swizzle};
   }
   return TileOrder{1};
 }
@@ -173,40 +198,46 @@ namespace cutlass_backend {
 // Two consumer warp groups share one 128x128 output tile (cooperative), the producer warp feeds
 // them through TMA; the grid is persistent (one CTA per SM) and the epilogue of one tile overlaps
 // the main loop of the next only across CTAs.
-struct Cooperative128x128x64 {
-  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
-  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+template <int kTileM, int kClusterN>
+struct Cooperative {
+  using TileShape = cute::Shape<cute::Int<kTileM>, cute::_128, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::Int<kClusterN>, cute::_1>;
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
-  static constexpr TileConfig id = TileConfig::cooperative_128x128x64;
 };
 
 // Two consumer warp groups, each with an output tile of its own: while one runs its tile's
 // epilogue, the other runs the main loop of the next (ordered by barriers, so the tensor cores
 // alternate between them). The epilogue then hides under the other group's main loop, at the
 // price of a 128x128 fp32 accumulator per warp group (128 registers a thread).
-struct Pingpong128x128x64 {
+template <int kClusterN>
+struct Pingpong {
   using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
-  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using ClusterShape = cute::Shape<cute::_1, cute::Int<kClusterN>, cute::_1>;
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
-  static constexpr TileConfig id = TileConfig::pingpong_128x128x64;
 };
 
-// Calls visitor(Config{}) for the struct of a TileConfig value that `family` instantiates, and
-// returns nullptr (no kernel) for one it does not, without instantiating anything for it.
-template <KernelFamily family, class Visitor>
-const Kernel* visit_tile_config(TileConfig tile, Visitor&& visitor) {
-  switch (tile) {
-    case TileConfig::cooperative_128x128x64: return visitor(Cooperative128x128x64{});
-    case TileConfig::pingpong_128x128x64:
-      if constexpr (instantiated_in(family, TileConfig::pingpong_128x128x64)) {
-        return visitor(Pingpong128x128x64{});
-      } else {
-        return nullptr;
-      }
-  }
-  return nullptr;  // not reached: every value has a case
+// The CUTLASS types of a TileConfig value. (A cluster of two CTAs along gemm_n computes tiles of
+// the same rows of D, and loads A's tile once for both through TMA multicast: Cooperative<256, 2>
+// and Pingpong<2> were measured, docs/dev/cutlass_backend.md, "Larger tiles and clusters".)
+template <TileConfig tile>
+struct ConfigOf;
+template <>
+struct ConfigOf<TileConfig::cooperative_128x128x64> : Cooperative<128, 1> {};
+template <>
+struct ConfigOf<TileConfig::pingpong_128x128x64> : Pingpong<1> {};
+
+// The host's facts (tile_shape_of) and CUTLASS's types must describe the same tiles: the tile
+// order, the tile rule and the row partial sums' layout read the former.
+template <TileConfig tile>
+constexpr bool shapes_agree() {
+  using Config = ConfigOf<tile>;
+  constexpr TileShape facts = tile_shape_of(tile);
+  return cute::size<0>(typename Config::TileShape{}) == facts.m &&
+         cute::size<1>(typename Config::TileShape{}) == facts.n &&
+         cute::size<0>(typename Config::ClusterShape{}) == facts.cluster_m &&
+         cute::size<1>(typename Config::ClusterShape{}) == facts.cluster_n;
 }
 
 }  // namespace cutlass_backend
