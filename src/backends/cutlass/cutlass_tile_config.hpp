@@ -195,9 +195,10 @@ inline const char* tile_config_name(TileConfig tile) {
 namespace epigemm {
 namespace cutlass_backend {
 
-// Two consumer warp groups share one 128x128 output tile (cooperative), the producer warp feeds
-// them through TMA; the grid is persistent (one CTA per SM) and the epilogue of one tile overlaps
-// the main loop of the next only across CTAs.
+// Two consumer warp groups share one kTileM x 128 output tile (cooperative; kTileM / 2 rows each),
+// the producer warp feeds them through TMA; the grid is persistent (one CTA per SM) and the
+// epilogue of one tile overlaps the main loop of the next only across CTAs. kClusterN CTAs along
+// gemm_n form a cluster.
 template <int kTileM, int kClusterN>
 struct Cooperative {
   using TileShape = cute::Shape<cute::Int<kTileM>, cute::_128, cute::_64>;
