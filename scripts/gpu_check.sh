@@ -118,6 +118,16 @@ LAB_RC=0
 if [ "${TESTS_ONLY:-0}" = 1 ]; then
   echo "TESTS_ONLY=1: no benchmark, no kernel lab"
 else
+# The H200 lowers its SM clock under sustained tensor-core load (1425-1980 MHz in one run, well
+# below its power limit), and kernels compare differently at the two ends
+# (docs/dev/cutlass_backend.md, "Larger tiles and clusters"): nvidia-smi samples the clock and the
+# power every 500 ms while the benchmark and the labs run; the samples go to the end of bench.log.
+CLOCKS_PID=""
+if command -v nvidia-smi > /dev/null 2>&1; then
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv -lms 500 \
+    > "$OUT/clocks.csv" 2>&1 &
+  CLOCKS_PID=$!
+fi
 step "benchmark"
 # shellcheck disable=SC2086
 timeout 300 "$BENCH" --out "$OUT" $BENCH_ARGS >> "$OUT/bench.log" 2>&1
@@ -148,6 +158,13 @@ timeout 120 "$HOST_LAB" > "$OUT/host_lab.log" 2>&1
 HOST_LAB_RC=$?
 [ $HOST_LAB_RC -eq 0 ] || { tail -3 "$OUT/host_lab.log"; LAB_RC=$HOST_LAB_RC; }
 cat "$OUT/host_lab.log" >> "$OUT/bench.log" && rm -f "$OUT/host_lab.log"
+
+if [ -n "$CLOCKS_PID" ]; then
+  kill "$CLOCKS_PID" 2> /dev/null; wait "$CLOCKS_PID" 2> /dev/null
+  # Appended to bench.log too (at most 8 files come back).
+  { echo "== SM clock and power every 500 ms during the benchmark and the labs"; cat "$OUT/clocks.csv"; } >> "$OUT/bench.log"
+  rm -f "$OUT/clocks.csv"
+fi
 fi
 
 step "the main job on the GPU: epigemm demo (bf16, fp32) and epigemm check"

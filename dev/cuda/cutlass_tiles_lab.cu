@@ -18,9 +18,13 @@
 // which one is fastest. Runs on sm_90a; elsewhere it stops with CUDA's or the backend's message.
 //
 //   epigemm_cutlass_tiles_lab [--shapes public|derive|both|T,I,O;...] [--cases fwd|bwd|all]
-//                             [--swizzles 1,4,8] [--sets N] [--reps N] [--warmup N] [--csv FILE]
+//                             [--swizzles 1,4,8] [--sets N] [--idle-ms N] [--reps N] [--warmup N]
+//                             [--csv FILE]
 // --sets: how many operand sets the calls rotate among (1-8; default: enough for 512 MB, at most 8);
 // --sets 1 repeats one set, so what fits of it stays in L2 between calls.
+// --idle-ms N: before each timed call, wait for the GPU and then N ms more, so that every call
+// starts on an idle GPU: at the clock a short burst of work gets, not the lowered clock of
+// sustained load (the H200's SM clock moves between about 1425 and 1980 MHz).
 // Each variant is timed as the backend runs a repeated call: its launch prepared once per operand
 // set (CUTLASS's parameters and TMA descriptors), then enqueued.
 #include <cublas_v2.h>
@@ -32,12 +36,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
 #include <fstream>
 #include <functional>
 #include <iterator>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/cutlass/cutlass_kernels.hpp"
@@ -205,6 +211,7 @@ int main(int argc, char** argv) {
   std::string which_shapes = "both", which_cases = "all", csv_path;
   std::vector<int> swizzles = {1, 4, 8};
   int sets_asked = 0;  // 0: enough operand sets for >= 512 MB (at most 8)
+  int idle_ms = 0;
   epigemm_bench::Timing timing;
   timing.reps = 20;
   timing.warmup = 3;
@@ -226,13 +233,15 @@ int main(int argc, char** argv) {
         swizzles.push_back(swizzle);
       }
     }
+    else if (arg == "--idle-ms") idle_ms = std::max(0, std::atoi(value().c_str()));
     else if (arg == "--sets") sets_asked = std::max(1, std::min(8, std::atoi(value().c_str())));
     else if (arg == "--reps") timing.reps = std::max(1, std::atoi(value().c_str()));
     else if (arg == "--warmup") timing.warmup = std::max(0, std::atoi(value().c_str()));
     else if (arg == "--csv") csv_path = value();
     else if (arg == "--help" || arg == "-h") {
       std::printf("epigemm_cutlass_tiles_lab [--shapes public|derive|both|T,I,O;...] [--cases fwd|bwd|all]\n"
-                  "                          [--swizzles 1,4,8] [--sets N] [--reps N] [--warmup N] [--csv FILE]\n");
+                  "                          [--swizzles 1,4,8] [--sets N] [--idle-ms N] [--reps N] [--warmup N]\n"
+                  "                          [--csv FILE]\n");
       return 0;
     } else {
       die("unknown argument \"" + arg + "\" (see --help)");
@@ -259,9 +268,11 @@ int main(int argc, char** argv) {
   CUBLAS_LAB_OK(cublasSetStream(blas, stream));
   CUBLAS_LAB_OK(cublasSetWorkspace(blas, cublas_ws.ptr, kCublasWorkspace));
 
-  std::printf("device: %s (%d SMs); bf16; median of %d after %d warm-up calls; operand sets: %s; each variant's time over cuBLAS's plain GEMM (variant: configuration, s<tile-order swizzle>)\n",
+  std::printf("device: %s (%d SMs); bf16; median of %d after %d warm-up calls; operand sets: %s; %s; each variant's time over cuBLAS's plain GEMM (variant: configuration, s<tile-order swizzle>)\n",
               prop.name, prop.multiProcessorCount, timing.reps, timing.warmup,
-              sets_asked > 0 ? std::to_string(sets_asked).c_str() : ">= 512 MB");
+              sets_asked > 0 ? std::to_string(sets_asked).c_str() : ">= 512 MB",
+              idle_ms > 0 ? ("each call after " + std::to_string(idle_ms) + " ms of an idle GPU").c_str()
+                          : "calls back to back");
   std::printf("| shape (tok,in,out) | pass | epilogue | tiles | cuBLAS ms |");
   for (cb::TileConfig t : kConfigs) {
     for (int swizzle : swizzles) std::printf(" %s |", variant_name(t, swizzle).c_str());
@@ -386,7 +397,14 @@ int main(int argc, char** argv) {
         }
         std::vector<std::function<void(int)>> fns = {cublas_call};
         for (size_t i = 0; i < variants.size(); ++i) fns.push_back([&, i](int rep) { run(i, rep); });
-        const std::vector<double> ms = epigemm_bench::interleaved_median_ms(timing, stream, fns);
+        std::function<void()> before_each = nullptr;
+        if (idle_ms > 0) {
+          before_each = [&] {
+            EPIGEMM_BENCH_CUDA_OK(cudaStreamSynchronize(stream));
+            std::this_thread::sleep_for(std::chrono::milliseconds(idle_ms));
+          };
+        }
+        const std::vector<double> ms = epigemm_bench::interleaved_median_ms(timing, stream, fns, before_each);
         size_t best = 0;
         for (size_t i = 1; i < variants.size(); ++i) {
           if (ms[i + 1] < ms[best + 1]) best = i;
