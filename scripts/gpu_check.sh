@@ -118,8 +118,8 @@ LAB_RC=0
 if [ "${TESTS_ONLY:-0}" = 1 ]; then
   echo "TESTS_ONLY=1: no benchmark, no kernel lab"
 else
-# The H200 lowers its SM clock under sustained tensor-core load (1425-1980 MHz in one run, well
-# below its power limit), and kernels compare differently at the two ends
+# The H200 lowers its SM clock under sustained tensor-core load (a median of 1470 MHz against
+# 1980 in one run), and kernels compare differently at the two clocks
 # (docs/dev/cutlass_backend.md, "Larger tiles and clusters"): nvidia-smi samples the clock and the
 # power every 500 ms while the benchmark and the labs run; the samples go to the end of bench.log.
 CLOCKS_PID=""
