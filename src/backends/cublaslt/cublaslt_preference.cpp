@@ -48,8 +48,8 @@ bool matrices_fully_aligned(const GemmCall& call) {
 bool cublaslt_preferred(const GemmCall& call) {
   // Every measured case had each matrix (A, B, D, aux) 16-byte aligned in its address and its
   // leading dimension. Below that cuBLASLt's heuristic chooses among other algorithms, and the
-  // table says nothing of them: on the H200 (bf16, 2026-12-01 20:30 UTC, bench/results/
-  // h200-2026-12-01-2030-cutlass-rule-source.csv, the held-out 3001,1022,4094, whose out_features
+  // table says nothing of them: on the H200 (bf16, 2026-12-01 20:30 UTC, `git show 0c02002:bench/
+  // results/h200-2026-12-01-2030-cutlass-rule-source.csv`, the held-out 3001,1022,4094, whose out_features
   // of 4094 make D's leading dimension 8188 bytes) its fused GELU forward took 6.0x the cuda
   // backend's time (0.862 against 0.143 ms), while its ReLU and bias forward took 0.81-0.87x.
   // Such a call goes to cuda: safe from the 6x, at the price of the 0.81-0.87x where it wins.

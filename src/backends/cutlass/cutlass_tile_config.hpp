@@ -108,7 +108,7 @@ inline TileGrid scheduled_grid(const GemmCall& call, const TileShape& tile, int 
 // of the swizzle it takes times the cluster's extent (tile_scheduler_params.h,
 // round_up(problem_blocks, (1 << log_swizzle) * cluster_shape)),
 // and the padded tiles hold places in the persistent CTAs' tile sequence. Measured on the H200
-// (bf16, 2026-12-01 20:30 UTC, bench/results/h200-2026-12-01-2030-cutlass-rule-source.csv), with
+// (bf16, 2026-12-01 20:30 UTC, git show 0c02002:bench/results/h200-2026-12-01-2030-cutlass-rule-source.csv), with
 // swizzle 4 wherever the grid held 2 waves: 384,16384,16384 (128 x 3 tiles, padded to 128 x 4)
 // and 768,4096,14336 (112 x 6, padded to 112 x 8) ran their forward activation epilogues in
 // 1.42-1.86x cuda's time, while grids that round to themselves ran them in 0.54-1.05x; the lab
