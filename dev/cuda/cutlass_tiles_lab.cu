@@ -32,11 +32,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <chrono>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -108,7 +108,7 @@ std::string variant_name(cb::TileConfig tile, int swizzle) {
   return text + " s" + std::to_string(swizzle);
 }
 
-const cb::Kernel* find_kernel(const Case& c, cb::TileConfig tile) {
+const cb::Kernel* kernel_for_case(const Case& c, cb::TileConfig tile) {
   const cb::OperandLayout layout =
       c.family == cb::KernelFamily::backward_activation_bgrad ? cb::OperandLayout::nn : cb::OperandLayout::tn;
   return cb::find_kernel(c.family, tile, EPIGEMM_DTYPE_BF16, layout, c.activation);
@@ -336,7 +336,7 @@ int main(int argc, char** argv) {
       for (const Case& c : pass_cases) {
         std::vector<Variant> variants;
         for (cb::TileConfig t : kConfigs) {
-          if (const cb::Kernel* k = find_kernel(c, t)) {
+          if (const cb::Kernel* k = kernel_for_case(c, t)) {
             for (int swizzle : swizzles) variants.push_back({t, swizzle, k});
           }
         }
