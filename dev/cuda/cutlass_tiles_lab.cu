@@ -7,9 +7,10 @@
 // For each shape (tokens, in, out) and each case (an epilogue with its activation, in the layout of
 // its pass: the forward epilogues as fprop, TN, gemm (m, n, k) = (out, tokens, in); the backward
 // ones as dgrad, NN, (in, tokens, out)), bf16 everywhere:
-//   1. every instantiated configuration, in every tile order, runs once on the same inputs; D (and
-//      the bias gradient) must agree with the first's within 1/128 of the array's largest
-//      magnitude, or the program stops (the orders of one configuration must agree bitwise);
+//   1. every instantiated configuration, in every tile order, runs twice on the same inputs (the
+//      two runs must agree bitwise); D (and the bias gradient) must agree with the first's within
+//      1/128 of the array's largest magnitude, or the program stops (the orders of one
+//      configuration must agree bitwise, except with stream-K);
 //   2. the plain cublasGemmEx of the same (m, n, k) and layout (bf16 in and out, fp32 compute)
 //      and every configuration are timed interleaved: median of --reps calls between CUDA
 //      events after --warmup calls, the inputs rotating among sets of >= 512 MB together (the
@@ -87,7 +88,8 @@ const Case kBackwardCases[] = {
     {EPIGEMM_EPILOGUE_DACT, EPIGEMM_ACTIVATION_GELU_ERF, cb::KernelFamily::backward_activation_bgrad},
     {EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_SILU, cb::KernelFamily::backward_activation_bgrad}};
 
-const cb::TileConfig kConfigs[] = {cb::TileConfig::cooperative_128x128x64, cb::TileConfig::pingpong_128x128x64};
+const cb::TileConfig kConfigs[] = {cb::TileConfig::cooperative_128x128x64, cb::TileConfig::pingpong_128x128x64,
+                                   cb::TileConfig::cooperative_128x128x64_streamk};
 
 struct Variant {
   cb::TileConfig tile;
@@ -95,8 +97,8 @@ struct Variant {
   const cb::Kernel* kernel;
 };
 
-// "coop128x128 s4", "pp128x128c1x2 s1": the schedule, the tile, the cluster where it has one, and
-// the tile order's swizzle.
+// "coop128x128 s4", "pp128x128c1x2 s1", "coop128x128sk s1": the schedule, the tile, the cluster
+// where it has one, stream-K, and the tile order's swizzle.
 std::string variant_name(cb::TileConfig tile, int swizzle) {
   const cb::TileShape shape = cb::tile_shape_of(tile);
   const std::string name = cb::tile_config_name(tile);
@@ -105,6 +107,7 @@ std::string variant_name(cb::TileConfig tile, int swizzle) {
   if (shape.cluster_m * shape.cluster_n > 1) {
     text += "c" + std::to_string(shape.cluster_m) + "x" + std::to_string(shape.cluster_n);
   }
+  if (name.find("stream-K") != std::string::npos) text += "sk";
   return text + " s" + std::to_string(swizzle);
 }
 
@@ -208,6 +211,7 @@ std::vector<Shape> parse_shapes(const std::string& which) {
 
 int main(int argc, char** argv) {
   epigemm_bench::set_program_name("epigemm_cutlass_tiles_lab");
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row as it is measured, also into a file
   std::string which_shapes = "both", which_cases = "all", csv_path;
   std::vector<int> swizzles = {1, 4, 8};
   int sets_asked = 0;  // 0: enough operand sets for >= 512 MB (at most 8)
@@ -361,7 +365,6 @@ int main(int argc, char** argv) {
             const epigemm::Status st =
                 variants[which].kernel->prepare(call, device, cb::TileOrder{variants[which].swizzle}, &launch);
             if (!st.ok()) die(st.message());
-            if (!launch->reusable()) die(std::string(variants[which].kernel->name) + ": a launch that is not reusable");
             prepared[which].push_back(std::move(launch));
           }
         }
@@ -374,16 +377,29 @@ int main(int argc, char** argv) {
         std::vector<uint16_t> first_d, first_vec;
         const bool sums = c.epilogue == EPIGEMM_EPILOGUE_DACT_BGRAD;
         for (size_t i = 0; i < variants.size(); ++i) {
-          run(i, 0);
-          EPIGEMM_BENCH_CUDA_OK(cudaStreamSynchronize(stream));
-          std::vector<uint16_t> d = download(ops[0].output->ptr, output_count);
-          std::vector<uint16_t> vec = download(ops[0].vec->ptr, vec_count);
+          // Twice: the second launch repeats the prepared one (with a stream-K scheduler's reset of
+          // its workspace), and must give the same bits.
+          std::vector<uint16_t> d, vec;
+          for (int repeat = 0; repeat < 2; ++repeat) {
+            run(i, 0);
+            EPIGEMM_BENCH_CUDA_OK(cudaStreamSynchronize(stream));
+            std::vector<uint16_t> again = download(ops[0].output->ptr, output_count);
+            std::vector<uint16_t> again_vec = download(ops[0].vec->ptr, vec_count);
+            if (repeat == 1 && (again != d || (sums && again_vec != vec))) {
+              die(std::string(variants[i].kernel->name) + " (" + variant_name(variants[i].tile, variants[i].swizzle) +
+                  ") gave other bits when launched again");
+            }
+            d = std::move(again);
+            vec = std::move(again_vec);
+          }
           if (i == 0) {
             first_d = std::move(d);
             first_vec = std::move(vec);
             continue;
           }
-          const bool same_config = variants[i].tile == variants[0].tile;
+          // The orders of one configuration must agree bitwise, except with stream-K, whose split of
+          // gemm_k among the SMs depends on the grid the order rounds to.
+          const bool same_config = variants[i].tile == variants[0].tile && !cb::splits_k(variants[i].tile);
           if (same_config && (d != first_d || (sums && vec != first_vec))) {
             die(variant_name(variants[i].tile, variants[i].swizzle) + " is not bitwise equal to " +
                 variant_name(variants[0].tile, variants[0].swizzle) + " (" + variants[i].kernel->name + ")");

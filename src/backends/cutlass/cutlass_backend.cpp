@@ -344,7 +344,7 @@ Status CutlassBackend::run(const GemmCall& call) {
   std::unique_ptr<cutlass_backend::PreparedLaunch> prepared;
   EPIGEMM_RETURN_IF_ERROR(kernel->prepare(call, device_, order, &prepared));
   const Status launched = prepared->launch(call.stream);
-  if (launched.ok() && prepared->reusable()) {
+  if (launched.ok()) {
     if (prepared_.size() >= kMaxPreparedLaunches) prepared_.clear();
     prepared_.emplace(key, Prepared{std::move(prepared), kernel->workspace_bytes(call, device_, order)});
   }
@@ -377,6 +377,8 @@ const Kernel* kernel_in_family(TileConfig tile, epigemm_dtype_t dtype, OperandLa
       return kernel_if_instantiated<family, TileConfig::cooperative_128x128x64>(dtype, layout, activation);
     case TileConfig::pingpong_128x128x64:
       return kernel_if_instantiated<family, TileConfig::pingpong_128x128x64>(dtype, layout, activation);
+    case TileConfig::cooperative_128x128x64_streamk:
+      return kernel_if_instantiated<family, TileConfig::cooperative_128x128x64_streamk>(dtype, layout, activation);
   }
   return nullptr;
 }

@@ -194,8 +194,8 @@ struct CutlassGemm {
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
       typename Config::KernelSchedule>::CollectiveOp;
 
-  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>,
-                                                          CollectiveMainloop, CollectiveEpilogue>;
+  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
+                                                          CollectiveEpilogue, typename Config::TileScheduler>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
   using Arguments = typename Gemm::Arguments;
 
@@ -251,6 +251,15 @@ struct CutlassGemm {
     args.hw_info.device_id = device.device_id;
     args.hw_info.sm_count = device.sm_count;
     args.scheduler.max_swizzle_size = order.swizzle;
+    if constexpr (Config::kStreamK) {
+      // CUTLASS's defaults, stated: its heuristic picks the split (a function of the shape and the
+      // SM count), and the partial tiles are added in a fixed order.
+      using cutlass::gemm::kernel::detail::DecompositionMode;
+      using cutlass::gemm::kernel::detail::ReductionMode;
+      args.scheduler.splits = 1;
+      args.scheduler.decomposition_mode = DecompositionMode::Heuristic;
+      args.scheduler.reduction_mode = ReductionMode::Deterministic;
+    }
     return args;
   }
 
@@ -270,18 +279,27 @@ struct CutlassGemm {
   }
 
   // The prepared launch (cutlass_kernels.hpp, PreparedLaunch): CUTLASS's initialized adapter (its
-  // kernel parameters) and where the row partial sums go.
+  // kernel parameters), its arguments and workspace where it keeps state there, and where the row
+  // partial sums go.
   struct Prepared final : PreparedLaunch {
     Gemm gemm;
-    bool reusable_ = false;
+    Arguments args;
+    void* cutlass_workspace = nullptr;  // null: CUTLASS keeps no state between launches
     bool sums_rows = false;
     RowPartials partials_shape;
     float* partials = nullptr;
     Element* bias_grad = nullptr;
 
-    bool reusable() const override { return reusable_; }
     Status launch(void* stream_pointer) override {
       const cudaStream_t stream = static_cast<cudaStream_t>(stream_pointer);
+      if (cutlass_workspace != nullptr) {
+        // The stream-K scheduler's barriers count the partial tiles added and must start at 0 (on
+        // every launch: another call may have used the same workspace since, with other offsets).
+        const cutlass::Status reset = GemmKernel::initialize_workspace(args, cutlass_workspace, stream);
+        if (reset != cutlass::Status::kSuccess) {
+          return EPIGEMM_BACKEND_ERROR("CUTLASS workspace reset of ", name(), ": ", cutlassGetStatusString(reset));
+        }
+      }
       const cutlass::Status status = gemm.run(stream);
       if (status != cutlass::Status::kSuccess) {
         const cudaError_t launch_error = cudaGetLastError();
@@ -302,13 +320,14 @@ struct CutlassGemm {
     launch->partials_shape = parts.partials_shape;
     launch->partials = parts.sums_rows ? reinterpret_cast<float*>(base) : nullptr;
     launch->bias_grad = parts.sums_rows ? static_cast<Element*>(call.bias_grad.data) : nullptr;
-    const Arguments args = arguments(call, device, order, launch->partials);
-    // CUTLASS's initialize sets up its own workspace on the stream (for a scheduler or a reduction
-    // that keeps state there); with none, the parameters are all there is, and they can be reused.
-    const bool has_cutlass_workspace = Gemm::get_workspace_size(args) > 0;
-    void* workspace = has_cutlass_workspace ? base + parts.cutlass : nullptr;
-    launch->reusable_ = !has_cutlass_workspace;
-    const cutlass::Status status = launch->gemm.initialize(args, workspace, static_cast<cudaStream_t>(call.stream));
+    launch->args = arguments(call, device, order, launch->partials);
+    // CUTLASS's initialize sets up its own workspace on the stream (where a scheduler keeps state
+    // there: stream-K) and builds the kernel parameters; every launch repeats the former
+    // (initialize_workspace) and reuses the latter.
+    const bool has_cutlass_workspace = Gemm::get_workspace_size(launch->args) > 0;
+    launch->cutlass_workspace = has_cutlass_workspace ? base + parts.cutlass : nullptr;
+    const cutlass::Status status =
+        launch->gemm.initialize(launch->args, launch->cutlass_workspace, static_cast<cudaStream_t>(call.stream));
     if (status != cutlass::Status::kSuccess) {
       return EPIGEMM_BACKEND_ERROR("CUTLASS initialize of ", name(), ": ", cutlassGetStatusString(status));
     }
