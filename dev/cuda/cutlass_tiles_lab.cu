@@ -10,7 +10,7 @@
 //   1. every instantiated configuration, in every tile order, runs twice on the same inputs (the
 //      two runs must agree bitwise); D (and the bias gradient) must agree with the first's within
 //      1/128 of the array's largest magnitude, or the program stops (the orders of one
-//      configuration must agree bitwise, except with stream-K);
+//      configuration must agree bitwise);
 //   2. the plain cublasGemmEx of the same (m, n, k) and layout (bf16 in and out, fp32 compute)
 //      and every configuration are timed interleaved: median of --reps calls between CUDA
 //      events after --warmup calls, the inputs rotating among sets of >= 512 MB together (the
@@ -88,8 +88,7 @@ const Case kBackwardCases[] = {
     {EPIGEMM_EPILOGUE_DACT, EPIGEMM_ACTIVATION_GELU_ERF, cb::KernelFamily::backward_activation_bgrad},
     {EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_SILU, cb::KernelFamily::backward_activation_bgrad}};
 
-const cb::TileConfig kConfigs[] = {cb::TileConfig::cooperative_128x128x64, cb::TileConfig::pingpong_128x128x64,
-                                   cb::TileConfig::cooperative_128x128x64_streamk};
+const cb::TileConfig kConfigs[] = {cb::TileConfig::cooperative_128x128x64, cb::TileConfig::pingpong_128x128x64};
 
 struct Variant {
   cb::TileConfig tile;
@@ -97,8 +96,8 @@ struct Variant {
   const cb::Kernel* kernel;
 };
 
-// "coop128x128 s4", "pp128x128c1x2 s1", "coop128x128sk s1": the schedule, the tile, the cluster
-// where it has one, stream-K, and the tile order's swizzle.
+// "coop128x128 s4", "pp128x128c1x2 s1": the schedule, the tile, the cluster where it has one, and
+// the tile order's swizzle.
 std::string variant_name(cb::TileConfig tile, int swizzle) {
   const cb::TileShape shape = cb::tile_shape_of(tile);
   const std::string name = cb::tile_config_name(tile);
@@ -107,7 +106,6 @@ std::string variant_name(cb::TileConfig tile, int swizzle) {
   if (shape.cluster_m * shape.cluster_n > 1) {
     text += "c" + std::to_string(shape.cluster_m) + "x" + std::to_string(shape.cluster_n);
   }
-  if (name.find("stream-K") != std::string::npos) text += "sk";
   return text + " s" + std::to_string(swizzle);
 }
 
@@ -397,9 +395,7 @@ int main(int argc, char** argv) {
             first_vec = std::move(vec);
             continue;
           }
-          // The orders of one configuration must agree bitwise, except with stream-K, whose split of
-          // gemm_k among the SMs depends on the grid the order rounds to.
-          const bool same_config = variants[i].tile == variants[0].tile && !cb::splits_k(variants[i].tile);
+          const bool same_config = variants[i].tile == variants[0].tile;
           if (same_config && (d != first_d || (sums && vec != first_vec))) {
             die(variant_name(variants[i].tile, variants[i].swizzle) + " is not bitwise equal to " +
                 variant_name(variants[0].tile, variants[0].swizzle) + " (" + variants[i].kernel->name + ")");

@@ -194,8 +194,8 @@ struct CutlassGemm {
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
       typename Config::KernelSchedule>::CollectiveOp;
 
-  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
-                                                          CollectiveEpilogue, typename Config::TileScheduler>;
+  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>,
+                                                          CollectiveMainloop, CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
   using Arguments = typename Gemm::Arguments;
 
@@ -251,15 +251,6 @@ struct CutlassGemm {
     args.hw_info.device_id = device.device_id;
     args.hw_info.sm_count = device.sm_count;
     args.scheduler.max_swizzle_size = order.swizzle;
-    if constexpr (Config::kStreamK) {
-      // CUTLASS's defaults, stated: its heuristic picks the split (a function of the shape and the
-      // SM count), and the partial tiles are added in a fixed order.
-      using cutlass::gemm::kernel::detail::DecompositionMode;
-      using cutlass::gemm::kernel::detail::ReductionMode;
-      args.scheduler.splits = 1;
-      args.scheduler.decomposition_mode = DecompositionMode::Heuristic;
-      args.scheduler.reduction_mode = ReductionMode::Deterministic;
-    }
     return args;
   }
 
@@ -293,8 +284,9 @@ struct CutlassGemm {
     Status launch(void* stream_pointer) override {
       const cudaStream_t stream = static_cast<cudaStream_t>(stream_pointer);
       if (cutlass_workspace != nullptr) {
-        // The stream-K scheduler's barriers count the partial tiles added and must start at 0 (on
-        // every launch: another call may have used the same workspace since, with other offsets).
+        // A stream-K scheduler's barriers count the partial tiles added and must start at 0 on
+        // every launch (another call may have used the same workspace since, with other offsets).
+        // Measured with such a kernel in the tiles lab (docs/dev/cutlass_backend.md, "Stream-K").
         const cutlass::Status reset = GemmKernel::initialize_workspace(args, cutlass_workspace, stream);
         if (reset != cutlass::Status::kSuccess) {
           return EPIGEMM_BACKEND_ERROR("CUTLASS workspace reset of ", name(), ": ", cutlassGetStatusString(reset));
@@ -322,7 +314,7 @@ struct CutlassGemm {
     launch->bias_grad = parts.sums_rows ? static_cast<Element*>(call.bias_grad.data) : nullptr;
     launch->args = arguments(call, device, order, launch->partials);
     // CUTLASS's initialize sets up its own workspace on the stream (where a scheduler keeps state
-    // there: stream-K) and builds the kernel parameters; every launch repeats the former
+    // there, as stream-K's does) and builds the kernel parameters; every launch repeats the former
     // (initialize_workspace) and reuses the latter.
     const bool has_cutlass_workspace = Gemm::get_workspace_size(launch->args) > 0;
     launch->cutlass_workspace = has_cutlass_workspace ? base + parts.cutlass : nullptr;

@@ -73,9 +73,10 @@ class PreparedLaunch {
  public:
   virtual ~PreparedLaunch() = default;
   // Enqueues the kernel on `stream` (a cudaStream_t), and for DACT_BGRAD the sum of its partial
-  // row sums after it; where CUTLASS keeps state in its workspace (the stream-K scheduler's
-  // barriers), the kernel is preceded by CUTLASS's reset of that state (a cudaMemsetAsync). It may
-  // run again for every call with the same launch key. No allocation, no synchronization.
+  // row sums after it; where CUTLASS keeps state in its workspace (a stream-K scheduler's barriers:
+  // none of the kernels compiled now has any), the kernel is preceded by CUTLASS's reset of that
+  // state (a cudaMemsetAsync). It may run again for every call with the same launch key. No
+  // allocation, no synchronization.
   virtual Status launch(void* stream) = 0;
 };
 
@@ -86,14 +87,10 @@ enum class KernelFamily { linear_combination_bias, forward_activation_aux, backw
 // each, and the rule that picks one per call):
 //   cooperative_128x128x64   two consumer warp groups share a 128 x 128 tile
 //   pingpong_128x128x64      each consumer warp group has a 128 x 128 tile of its own
-//   cooperative_128x128x64_streamk
-//                            the cooperative tile with CUTLASS's stream-K scheduler: on a grid
-//                            whose last wave would leave SMs idle, the tiles of the last waves are
-//                            split along gemm_k among all SMs, and their fp32 partial tiles are
-//                            added in a fixed order before the epilogue runs once per tile
-// (A 256 x 128 cooperative tile and the ping-pong tile in clusters of two were measured and not
-// kept: docs/dev/cutlass_backend.md, "Larger tiles and clusters".)
-enum class TileConfig { cooperative_128x128x64, pingpong_128x128x64, cooperative_128x128x64_streamk };
+// (A 256 x 128 cooperative tile and the ping-pong tile in clusters of two, and the cooperative tile
+// with CUTLASS's stream-K scheduler, were measured and not kept: docs/dev/cutlass_backend.md,
+// "Larger tiles and clusters" and "Stream-K".)
+enum class TileConfig { cooperative_128x128x64, pingpong_128x128x64 };
 
 // One compiled kernel. The call passed to each function has been accepted by validate() and by the
 // backend's own checks (dtypes, alignment, extents: cutlass_backend.cpp), so only what CUTLASS

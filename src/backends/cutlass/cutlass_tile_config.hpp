@@ -24,8 +24,7 @@ namespace cutlass_backend {
 constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
   switch (tile) {
     case TileConfig::cooperative_128x128x64: return true;
-    case TileConfig::pingpong_128x128x64:
-    case TileConfig::cooperative_128x128x64_streamk: return family != KernelFamily::linear_combination_bias;
+    case TileConfig::pingpong_128x128x64: return family != KernelFamily::linear_combination_bias;
   }
   return false;
 }
@@ -40,21 +39,8 @@ constexpr TileShape tile_shape_of(TileConfig tile) {
   switch (tile) {
     case TileConfig::cooperative_128x128x64: return {128, 128, 1, 1};
     case TileConfig::pingpong_128x128x64: return {128, 128, 1, 1};
-    case TileConfig::cooperative_128x128x64_streamk: return {128, 128, 1, 1};
   }
   return {128, 128, 1, 1};
-}
-
-// Whether a configuration splits the k loop of some tiles among CTAs (stream-K): its results then
-// depend on the split, which depends on the grid its tile order rounds to (still a pure function
-// of the call).
-constexpr bool splits_k(TileConfig tile) {
-  switch (tile) {
-    case TileConfig::cooperative_128x128x64:
-    case TileConfig::pingpong_128x128x64: return false;
-    case TileConfig::cooperative_128x128x64_streamk: return true;
-  }
-  return false;
 }
 
 // D's tiles along gemm_m and gemm_n (a partial tile counts as one), and in all.
@@ -194,7 +180,6 @@ inline const char* tile_config_name(TileConfig tile) {
   switch (tile) {
     case TileConfig::cooperative_128x128x64: return "cooperative 128x128x64 cluster 1x1x1";
     case TileConfig::pingpong_128x128x64: return "pingpong 128x128x64 cluster 1x1x1";
-    case TileConfig::cooperative_128x128x64_streamk: return "cooperative 128x128x64 cluster 1x1x1 stream-K";
   }
   return "invalid tile configuration";
 }
@@ -206,7 +191,6 @@ inline const char* tile_config_name(TileConfig tile) {
 #include <cute/tensor.hpp>
 #include <cutlass/epilogue/dispatch_policy.hpp>
 #include <cutlass/gemm/dispatch_policy.hpp>
-#include <cutlass/gemm/kernel/tile_scheduler.hpp>
 
 namespace epigemm {
 namespace cutlass_backend {
@@ -221,8 +205,6 @@ struct Cooperative {
   using ClusterShape = cute::Shape<cute::_1, cute::Int<kClusterN>, cute::_1>;
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
-  using TileScheduler = void;  // the persistent data-parallel scheduler: one CTA per tile
-  static constexpr bool kStreamK = false;
 };
 
 // Two consumer warp groups, each with an output tile of its own: while one runs its tile's
@@ -235,20 +217,6 @@ struct Pingpong {
   using ClusterShape = cute::Shape<cute::_1, cute::Int<kClusterN>, cute::_1>;
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
-  using TileScheduler = void;
-  static constexpr bool kStreamK = false;
-};
-
-// The cooperative tile with CUTLASS's stream-K scheduler (sm90_tile_scheduler_stream_k.hpp). Its
-// heuristic (tile_scheduler_params.h, get_num_sk_tiles) keeps whole tiles for the full waves and
-// splits the k loop of the rest (all tiles where the grid has at most two waves) evenly among the
-// SMs; the CTAs that share a tile add their fp32 partials in the workspace in a fixed order
-// (ReductionMode::Deterministic), and the last one runs the epilogue on the sum. The split is a
-// pure function of the problem shape and the SM count, so a call's results are bitwise repeatable.
-template <int kTileM>
-struct CooperativeStreamK : Cooperative<kTileM, 1> {
-  using TileScheduler = cutlass::gemm::StreamKScheduler;
-  static constexpr bool kStreamK = true;
 };
 
 // The CUTLASS types of a TileConfig value. (A cluster of two CTAs along gemm_n computes tiles of
@@ -260,8 +228,6 @@ template <>
 struct ConfigOf<TileConfig::cooperative_128x128x64> : Cooperative<128, 1> {};
 template <>
 struct ConfigOf<TileConfig::pingpong_128x128x64> : Pingpong<1> {};
-template <>
-struct ConfigOf<TileConfig::cooperative_128x128x64_streamk> : CooperativeStreamK<128> {};
 
 // The host's facts (tile_shape_of) and CUTLASS's types must describe the same tiles: the tile
 // order, the tile rule and the row partial sums' layout read the former.
