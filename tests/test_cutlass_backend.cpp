@@ -402,16 +402,17 @@ TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
 // auto's priority for cutlass reads the epilogue's parts, the waves of 128 x 128 tiles over the
 // SMs and how full the last wave is: forward activation epilogues 35 from 7 waves on, 25 from
 // 0.75, else 1 (the identity with an aux: 25); DACT and DACT_BGRAD 35 from 7 waves on, 25 below
-// where the last wave is at least 90% full and the grid at least half a wave, else 1; the plain
-// epilogues (DEFAULT, BIAS, the identity without an aux) 1.
+// where the last wave is at least 90% full or backward_gradient_time_ratio predicts cutlass
+// faster (a less full last wave with a short gemm_k), with the grid at least half a wave, else 1;
+// the plain epilogues (DEFAULT, BIAS, the identity without an aux) 1.
 TEST(CutlassSupport, AutoPriorityDependsOnTheEpilogueAndTheWaves) {
   namespace cb = epigemm::cutlass_backend;
   const cb::DeviceFacts h200{0, 132};
   const epigemm_op_t N = EPIGEMM_OP_N, T = EPIGEMM_OP_T;
-  auto priority = [&](epigemm_epilogue_t e, epigemm_activation_t act, int64_t m, int64_t n) {
+  auto priority = [&](epigemm_epilogue_t e, epigemm_activation_t act, int64_t m, int64_t n, int64_t k = 64) {
     const bool forward = e == EPIGEMM_EPILOGUE_ACT || e == EPIGEMM_EPILOGUE_ACT_BIAS || e == EPIGEMM_EPILOGUE_ACT_AUX ||
                          e == EPIGEMM_EPILOGUE_ACT_AUX_BIAS || e == EPIGEMM_EPILOGUE_BIAS;
-    return cb::auto_priority_for(host_probe_call(e, act, forward ? T : N, N, m, n, 64), h200);
+    return cb::auto_priority_for(host_probe_call(e, act, forward ? T : N, N, m, n, k), h200);
   };
   const epigemm_activation_t silu = EPIGEMM_ACTIVATION_SILU, gelu = EPIGEMM_ACTIVATION_GELU_TANH;
   // 132 * 7 = 924 tiles: 32 x 29 = 928 is 7.03 waves, 32 x 28 = 896 is 6.8 (its last wave 896 /
@@ -424,12 +425,24 @@ TEST(CutlassSupport, AutoPriorityDependsOnTheEpilogueAndTheWaves) {
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX, silu, 128 * 24, 128 * 2), 1);  // 48 tiles: 0.36 waves
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 32, 128 * 29), 35);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 32, 128 * 28), 25);          // last wave 97% full
-  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 24, 128 * 12), 1);           // 288 tiles: 73%
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 24, 128 * 12, 6144), 1);     // 288 tiles: 73%
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 16, 128 * 8), 25);           // 128 tiles: 97%
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 6, 128 * 10), 1);            // 60 tiles: under half a wave
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 128, 128 * 64), 35);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 40, 128 * 12), 25);    // 480 tiles: 91%
-  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 20, 128 * 16), 1);     // 320 tiles: 81%
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 20, 128 * 16, 10240), 1);  // 320 tiles: 81%
+  // Below 90% the predicted time ratio decides: on 336 tiles (85%) cutlass with gemm_k 4096,
+  // where cuda's fp32 round trip weighs most (predicted 0.96), cuda with 11008 (1.05); on 576
+  // tiles (87%) with the bias gradient cuda with 11008 (1.06), cutlass with 4096 (0.98). Below
+  // 3072 gemm_k counts as 3072.
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 112, 128 * 3, 4096), 25);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 112, 128 * 3, 11008), 1);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 32, 128 * 18, 11008), 1);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 32, 128 * 18, 4096), 25);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 20, 128 * 16, 64),
+            priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 20, 128 * 16, 3072));
+  EXPECT_LT(cb::backward_gradient_time_ratio(0.85, 4096, false), cb::backward_gradient_time_ratio(0.85, 11008, false));
+  EXPECT_LT(cb::backward_gradient_time_ratio(0.85, 4096, false), cb::backward_gradient_time_ratio(0.80, 4096, false));
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX, EPIGEMM_ACTIVATION_IDENTITY, 128 * 24, 128 * 2), 25);  // 0.36 waves
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_IDENTITY, 128 * 16, 128 * 12), 1);  // 73%
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_IDENTITY, 128 * 128, 128 * 64), 35);

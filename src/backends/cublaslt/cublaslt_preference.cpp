@@ -46,14 +46,6 @@ bool matrices_fully_aligned(const GemmCall& call) {
 }  // namespace
 
 bool cublaslt_preferred(const GemmCall& call) {
-  // Every measured case had each matrix (A, B, D, aux) 16-byte aligned in its address and its
-  // leading dimension. Below that cuBLASLt's heuristic chooses among other algorithms, and the
-  // table says nothing of them: on the H200 (bf16, 2026-12-01 20:30 UTC, `git show 0c02002:bench/
-  // results/h200-2026-12-01-2030-cutlass-rule-source.csv`, the held-out 3001,1022,4094, whose out_features
-  // of 4094 make D's leading dimension 8188 bytes) its fused GELU forward took 6.0x the cuda
-  // backend's time (0.862 against 0.143 ms), while its ReLU and bias forward took 0.81-0.87x.
-  // Such a call goes to cuda: safe from the 6x, at the price of the 0.81-0.87x where it wins.
-  if (!matrices_fully_aligned(call)) return false;
   // The call's epilogue as its parts name it, so that ACT(identity) is looked up as DEFAULT,
   // ACT_BIAS(identity) as BIAS, and an epilogue without an activation whatever the description's
   // activation setting.
@@ -65,6 +57,20 @@ bool cublaslt_preferred(const GemmCall& call) {
   // backward: the 1 + tanh(u) form that docs/conventions.md rejects. So AUTO never prefers it for
   // gelu_tanh, however fast; the cublaslt backend still runs those epilogues when a call names it.
   if (parts.activation == EPIGEMM_ACTIVATION_GELU_TANH) return false;
+  // Every case of the table had each matrix (A, B, D, aux) 16-byte aligned in its address and its
+  // leading dimension. Below that cuBLASLt's heuristic chooses among other algorithms, measured
+  // apart (H200, bf16, 2026-12-02 15:41 UTC, the derive shapes 2048,768,50257 and 1024,1600,50257,
+  // GPT-2's output layers, whose 50257 out_features leave D's rows 2-byte aligned): the bias and
+  // ReLU forward (BIAS, ACT and ACT_BIAS with relu) took 0.91-0.95x the cuda backend's time, and
+  // the bias gradients (BGRADB, BGRADA) 3.4-3.9x. A call below that alignment goes to cublaslt for
+  // the former, whatever its size, and to cuda for everything else. (The held-out 3001,1022,4094
+  // and 512,1280,50257 then checked it: 0.79-0.86x and 0.94-0.95x; before, from that held-out
+  // 3001,1022,4094 alone, where cuBLASLt's GELU took 6x cuda's time, every such call went to cuda.)
+  if (!matrices_fully_aligned(call)) {
+    const bool relu_or_identity = parts.activation == EPIGEMM_ACTIVATION_RELU ||
+                                  parts.activation == EPIGEMM_ACTIVATION_IDENTITY;
+    return relu_or_identity && parts.computes_on_acc() && !parts.uses_aux() && !parts.writes_bias_grad();
+  }
   const epigemm_epilogue_t epilogue = epilogue_of_parts(parts);
   const MeasuredCase* nearest = nullptr;
   double nearest_distance = 0.0;

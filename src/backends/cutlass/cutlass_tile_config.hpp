@@ -10,6 +10,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 
 #include "backends/cutlass/cutlass_kernels.hpp"
 
@@ -159,19 +160,46 @@ inline double last_wave_fill(const TileGrid& grid, int sm_count) {
 //     last wave: where it is at least 90% full (and the grid at least half a wave), cutlass ran
 //     as fast as cuda or faster (1024,2048,8192 with 128 tiles, 4096,1024,4096 and 512,8192,8192
 //     with 256, 1536,5120,5120 with 480, 2048,4096,12288 with 512), and where it is not, 10-30%
-//     slower (2048,2560,10240 with 320 tiles, 3000,1536,6144 with 288, 2048,768,3072 with 96): 25,
-//     else 1. A simulation of auto over the 03:27 and 05:27 runs' per-backend times had the
-//     derive part at 1.0978 and 1.1724 with the fill rule, 1.1009 and 1.1793 without it; 90% did
-//     as well as 85% and better than 80% and 95%.
+//     slower (2048,2560,10240 with 320 tiles, 3000,1536,6144 with 288, 2048,768,3072 with 96): 25.
+//     A simulation of auto over the 03:27 and 05:27 runs' per-backend times had the derive part at
+//     1.0978 and 1.1724 with the fill rule, 1.1009 and 1.1793 without it. Where the last wave is
+//     less full, the time cutlass loses to idle SMs is a fixed fraction of its GEMM while the
+//     time cuda loses to its fp32 round trip is a fraction that shrinks as gemm_k grows, so the
+//     rule also takes cutlass where backward_gradient_time_ratio (below) predicts it faster:
+//     fitted to the public and derive grids of 0.5-7 waves of the 15:41 UTC run of 2026-12-02
+//     (100 cases), it chose as the 90% rule did there, and on the held-out grids of that run
+//     (70 cases) it took the held-out cases over 1.03x the faster of the two from 17 to 4
+//     (docs/dispatch.md, "The activation gradients' rule").
 //   - the plain epilogues (DEFAULT, BIAS) and the bias gradients of an operand: 1, below every
 //     other device backend.
+// The predicted time of an activation gradient on cutlass over its time on cuda, for a grid of
+// 0.5 to 7 waves of 128 x 128 tiles whose last wave is `fill` full: exp of a linear function of
+// log(1 / fill) (the idle SMs of the last wave), 1024 / gemm_k (cuda's round trip of the fp32
+// intermediate over its GEMM's time) and whether the bias gradient is summed. Least squares on
+// the log of the measured ratio over the 100 cases above (2026-12-02 15:41 UTC, H200, bf16); the
+// residuals' standard deviation was 0.045. gemm_k is held to the range it was fitted on, 3072 to
+// 16384: outside it the straight line is an extrapolation (a tiny gemm_k would predict any
+// grid faster on cutlass).
+inline double backward_gradient_time_ratio(double fill, int64_t gemm_k, bool sums_bias_gradient) {
+  constexpr double kIntercept = -0.0186, kPerLogIdle = 0.716, kPerShortK = -0.544, kBiasGradient = 0.033;
+  constexpr int64_t kFittedMinK = 3072, kFittedMaxK = 16384;
+  const double k = double(std::min(std::max(gemm_k, kFittedMinK), kFittedMaxK));
+  return std::exp(kIntercept + kPerLogIdle * std::log(1.0 / std::max(fill, 1e-3)) + kPerShortK * 1024.0 / k +
+                  (sums_bias_gradient ? kBiasGradient : 0.0));
+}
+
 inline int auto_priority_for(const GemmCall& call, const DeviceFacts& device) {
   const EpilogueParts parts = call.parts();
   if (parts.activation == EPIGEMM_ACTIVATION_IDENTITY && !parts.uses_aux()) return 1;  // DEFAULT, BIAS, BGRAD*
   const TileGrid grid = tile_grid_of(call);
   const double waves = double(grid.tiles()) / double(std::max(device.sm_count, 1));
   if (waves >= 7.0) return 35;
-  if (parts.backward()) return waves >= 0.5 && last_wave_fill(grid, device.sm_count) >= 0.9 ? 25 : 1;
+  if (parts.backward()) {
+    if (waves < 0.5) return 1;
+    const double fill = last_wave_fill(grid, device.sm_count);
+    if (fill >= 0.9) return 25;
+    return backward_gradient_time_ratio(fill, call.gemm_k, parts.writes_bias_grad()) < 1.0 ? 25 : 1;
+  }
   if (waves >= 0.75 || parts.activation == EPIGEMM_ACTIVATION_IDENTITY) return 25;
   return 1;
 }
