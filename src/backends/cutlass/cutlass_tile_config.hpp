@@ -169,7 +169,7 @@ inline double last_wave_fill(const TileGrid& grid, int sm_count) {
 //     fitted to the public and derive grids of 0.5-7 waves of the 15:41 UTC run of 2026-12-02
 //     (100 cases), it chose as the 90% rule did there, and on the held-out grids of that run
 //     (70 cases) it took the held-out cases over 1.03x the faster of the two from 17 to 4
-//     (docs/dispatch.md, "The activation gradients' rule").
+//     (docs/dispatch.md, "The activation gradients below 7 waves").
 //   - the plain epilogues (DEFAULT, BIAS) and the bias gradients of an operand: 1, below every
 //     other device backend.
 // The predicted time of an activation gradient on cutlass over its time on cuda, for a grid of
