@@ -265,7 +265,8 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
   };
   using cb::KernelFamily;
   int found = 0;
-  for (cb::TileConfig tile : {cb::TileConfig::cooperative_128x128x64, cb::TileConfig::pingpong_128x128x64}) {
+  for (cb::TileConfig tile : {cb::TileConfig::cooperative_128x128x64, cb::TileConfig::pingpong_128x128x64,
+                              cb::TileConfig::pingpong_128x128x64_epilogue_64x64}) {
     const std::string config = cb::tile_config_name(tile);
     const bool bias_family = cb::instantiated_in(KernelFamily::linear_combination_bias, tile);
     const bool forward_family = cb::instantiated_in(KernelFamily::forward_activation_aux, tile);
@@ -311,8 +312,8 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
       }
     }
   }
-  // Cooperative: 8 linear_combination_bias + 10 forward + 10 backward; ping-pong: 10 forward + 10
-  // backward.
+  // Cooperative: 8 linear_combination_bias + 10 backward; ping-pong: 10 forward + 10 backward;
+  // ping-pong with the 64 x 64 epilogue subtile: 10 forward.
   EXPECT_EQ(found, 48);
 }
 // The tile order is a pure function of the call's tile grid in the configuration's tiles and the
@@ -370,28 +371,44 @@ TEST(CutlassSupport, ScheduledGridRoundsToClustersThenToTheSwizzle) {
   EXPECT_EQ(grid(tall_pair, 256, 128 * 9, 4), "1x10");           // 1 x 10: swizzle 1
 }
 
-// The tile configuration: cooperative for DEFAULT and BIAS, ping-pong for the forward activation
-// epilogues, and for the backward ones ping-pong from two waves of tiles on (264 on the H200),
-// cooperative below.
+// The tile configuration: cooperative for DEFAULT and BIAS; ping-pong for the forward activation
+// epilogues, with the 64 x 64 epilogue subtile for silu and the GELUs where gemm_k <= 1024, whatever
+// the grid; for the backward ones ping-pong from two waves of tiles on (264 on the H200),
+// cooperative below. Each choice is a configuration its family instantiates.
 TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
   namespace cb = epigemm::cutlass_backend;
   const cb::DeviceFacts h200{0, 132};
   const epigemm_op_t N = EPIGEMM_OP_N, T = EPIGEMM_OP_T;
-  auto config = [&](cb::KernelFamily family, int64_t m, int64_t n) {
+  auto config = [&](cb::KernelFamily family, int64_t m, int64_t n, int64_t k = 2048,
+                    epigemm_activation_t activation = EPIGEMM_ACTIVATION_SILU) {
     const bool forward = family != cb::KernelFamily::backward_activation_bgrad;
-    return cb::tile_config_for(family, host_probe_call(EPIGEMM_EPILOGUE_DACT, EPIGEMM_ACTIVATION_SILU,
-                                                       forward ? T : N, N, m, n, 64),
-                               h200);
+    const epigemm_epilogue_t e = family == cb::KernelFamily::backward_activation_bgrad ? EPIGEMM_EPILOGUE_DACT
+                                 : family == cb::KernelFamily::forward_activation_aux  ? EPIGEMM_EPILOGUE_ACT_AUX_BIAS
+                                                                                       : EPIGEMM_EPILOGUE_BIAS;
+    const cb::TileConfig tile = cb::tile_config_for(family, host_probe_call(e, activation, forward ? T : N, N, m, n, k), h200);
+    EXPECT_TRUE(cb::instantiated_in(family, tile)) << cb::tile_config_name(tile);
+    return tile;
   };
   using cb::KernelFamily;
-  const cb::TileConfig coop = cb::TileConfig::cooperative_128x128x64, pingpong = cb::TileConfig::pingpong_128x128x64;
+  const cb::TileConfig coop = cb::TileConfig::cooperative_128x128x64, pingpong = cb::TileConfig::pingpong_128x128x64,
+                       subtile = cb::TileConfig::pingpong_128x128x64_epilogue_64x64;
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 24, 128 * 11), pingpong);  // 264 tiles
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 24, 128 * 11 - 8), pingpong);  // partial tiles count
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 263, 128), coop);  // 263 tiles
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 128, 128 * 64), pingpong);
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 128, 128 * 64, 64), pingpong);  // no subtile rule
   EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 2, 128), pingpong);
   EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 128, 128 * 64), pingpong);
+  // The subtile: gemm_k at most 1024, and an activation with an exponential.
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 128, 128 * 64, 1024), subtile);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 2, 128, 64), subtile);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 128, 128 * 64, 1032), pingpong);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 4096, 16384, 1024, EPIGEMM_ACTIVATION_GELU_TANH), subtile);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 4096, 16384, 768, EPIGEMM_ACTIVATION_GELU_ERF), subtile);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 4096, 16384, 768, EPIGEMM_ACTIVATION_RELU), pingpong);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 4096, 16384, 768, EPIGEMM_ACTIVATION_IDENTITY), pingpong);
   EXPECT_EQ(config(KernelFamily::linear_combination_bias, 128 * 128, 128 * 64), coop);
+  EXPECT_EQ(config(KernelFamily::linear_combination_bias, 128 * 128, 128 * 64, 64), coop);
   // On twice the SMs the same 264 tiles are one wave.
   EXPECT_EQ(cb::tile_config_for(KernelFamily::backward_activation_bgrad,
                                 host_probe_call(EPIGEMM_EPILOGUE_DACT, EPIGEMM_ACTIVATION_SILU, N, N, 128 * 24, 128 * 11, 64),
@@ -514,6 +531,26 @@ TEST(CutlassBackend, GridSmallerThanTheSmCount) {
   Context ctx;
   EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);
   for (const GemmCase& c : every_kernel(EPIGEMM_DTYPE_BF16, 256, 120, 520, 1000)) run_on_cutlass_and_check(ctx, c);
+}
+
+// The forward activation kernels on both sides of the epilogue-subtile rule (tile_config_for):
+// gemm_k = 1024 takes the 64 x 64 subtile for silu and the GELUs, gemm_k = 1032 (16 64-deep slices
+// and 8) CUTLASS's 64 x 32; relu and the identity take the latter on both. Every activation and
+// forward epilogue, both dtypes, on a shape that is not a multiple of the tile.
+TEST(CutlassBackend, ForwardKernelsOnBothSidesOfTheEpilogueSubtileRule) {
+  Context ctx;
+  EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);
+  uint64_t index = 4000;
+  for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
+    for (int64_t k : {1024, 1032}) {
+      for (epigemm_activation_t a : every_activation()) {
+        for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_ACT, EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_EPILOGUE_ACT_AUX,
+                                     EPIGEMM_EPILOGUE_ACT_AUX_BIAS}) {
+          run_on_cutlass_and_check(ctx, cutlass_case(e, a, EPIGEMM_OP_T, EPIGEMM_OP_N, dtype, 136, 264, k, index++));
+        }
+      }
+    }
+  }
 }
 
 // 17 x 11 = 187 output tiles, more than the SMs: each CTA of the persistent grid loops over tiles,

@@ -78,17 +78,19 @@ struct Case {
   epigemm_activation_t activation;
   cb::KernelFamily family;
 };
-// The forward cases: the cheapest activation without aux, the most expensive one with aux. The
-// backward ones: the derivative with and without the bias-gradient reduction.
+// The forward cases: the cheapest activation and silu without aux, the most expensive one and the
+// cheapest with aux. The backward ones: the derivative with and without the bias-gradient reduction.
 const Case kForwardCases[] = {
     {EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_ACTIVATION_RELU, cb::KernelFamily::forward_activation_aux},
     {EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_ERF, cb::KernelFamily::forward_activation_aux},
+    {EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_ACTIVATION_SILU, cb::KernelFamily::forward_activation_aux},
     {EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_RELU, cb::KernelFamily::forward_activation_aux}};
 const Case kBackwardCases[] = {
     {EPIGEMM_EPILOGUE_DACT, EPIGEMM_ACTIVATION_GELU_ERF, cb::KernelFamily::backward_activation_bgrad},
     {EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_SILU, cb::KernelFamily::backward_activation_bgrad}};
 
-const cb::TileConfig kConfigs[] = {cb::TileConfig::cooperative_128x128x64, cb::TileConfig::pingpong_128x128x64};
+const cb::TileConfig kConfigs[] = {cb::TileConfig::cooperative_128x128x64, cb::TileConfig::pingpong_128x128x64,
+                                   cb::TileConfig::pingpong_128x128x64_epilogue_64x64};
 
 struct Variant {
   cb::TileConfig tile;
@@ -96,8 +98,8 @@ struct Variant {
   const cb::Kernel* kernel;
 };
 
-// "coop128x128 s4", "pp128x128c1x2 s1": the schedule, the tile, the cluster where it has one, and
-// the tile order's swizzle.
+// "coop128x128 s4", "pp128x128c1x2 s1", "pp128x128e64x64 s1": the schedule, the tile, the cluster
+// and the epilogue subtile where the configuration names one, and the tile order's swizzle.
 std::string variant_name(cb::TileConfig tile, int swizzle) {
   const cb::TileShape shape = cb::tile_shape_of(tile);
   const std::string name = cb::tile_config_name(tile);
@@ -106,6 +108,8 @@ std::string variant_name(cb::TileConfig tile, int swizzle) {
   if (shape.cluster_m * shape.cluster_n > 1) {
     text += "c" + std::to_string(shape.cluster_m) + "x" + std::to_string(shape.cluster_n);
   }
+  const size_t subtile = name.find("epilogue ");
+  if (subtile != std::string::npos) text += "e" + name.substr(subtile + std::string("epilogue ").size());
   return text + " s" + std::to_string(swizzle);
 }
 
@@ -289,6 +293,14 @@ int main(int argc, char** argv) {
   }
 
   for (const Shape& s : parse_shapes(which_shapes)) {
+    // The backend declines rows that are not a multiple of 16 bytes (8 bf16 elements: 3001,1022,4094
+    // and the 50257-word vocabulary layers); auto runs those calls elsewhere, so there is nothing
+    // to compare here.
+    if (s.in % 8 != 0 || s.out % 8 != 0) {
+      std::printf("| %lld,%lld,%lld | - | skipped: rows not a multiple of 16 bytes (the backend declines them) |\n",
+                  static_cast<long long>(s.tokens), static_cast<long long>(s.in), static_cast<long long>(s.out));
+      continue;
+    }
     for (bool forward : {true, false}) {
       std::vector<Case> pass_cases;
       for (const Case& c : cases) {

@@ -179,7 +179,7 @@ struct CutlassGemm {
 
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::TileShape,
-      typename Config::ClusterShape, cutlass::epilogue::collective::EpilogueTileAuto,
+      typename Config::ClusterShape, typename Config::EpilogueTile,
       /*ElementAccumulator=*/float, /*ElementCompute=*/float,
       /*ElementC=*/Element, LayoutD, kAlignmentElements,
       /*ElementD=*/Element, LayoutD, kAlignmentElements,

@@ -17,15 +17,17 @@
 namespace epigemm {
 namespace cutlass_backend {
 
-// Whether a family instantiates a configuration: every family has the cooperative 128 x 128 one;
-// the others are compiled for the activation epilogues, forward and backward, which have an
-// epilogue to hide (an aux store or an aux load; docs/dev/cutlass_backend.md, "Tile
-// configurations"), not for DEFAULT and BIAS. Each instantiated configuration costs about 4 s of
-// nvcc per kernel and 45 s per translation unit (one per family and configuration).
+// Whether a family instantiates a configuration: what tile_config_for below can choose for it, and
+// nothing more. DEFAULT and BIAS run cooperative; the activation epilogues, which have an epilogue
+// to hide (an aux store or an aux load; docs/dev/cutlass_backend.md, "Tile configurations"), run
+// ping-pong, the backward ones cooperative on small grids, the forward ones with the 64 x 64
+// epilogue subtile where gemm_k is short. Each instantiated configuration costs about 4 s of nvcc
+// per kernel and 45 s per translation unit (one per family and configuration).
 constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
   switch (tile) {
-    case TileConfig::cooperative_128x128x64: return true;
+    case TileConfig::cooperative_128x128x64: return family != KernelFamily::forward_activation_aux;
     case TileConfig::pingpong_128x128x64: return family != KernelFamily::linear_combination_bias;
+    case TileConfig::pingpong_128x128x64_epilogue_64x64: return family == KernelFamily::forward_activation_aux;
   }
   return false;
 }
@@ -40,6 +42,7 @@ constexpr TileShape tile_shape_of(TileConfig tile) {
   switch (tile) {
     case TileConfig::cooperative_128x128x64: return {128, 128, 1, 1};
     case TileConfig::pingpong_128x128x64: return {128, 128, 1, 1};
+    case TileConfig::pingpong_128x128x64_epilogue_64x64: return {128, 128, 1, 1};
   }
   return {128, 128, 1, 1};
 }
@@ -56,8 +59,33 @@ inline TileGrid tile_grid_of(const GemmCall& call, const TileShape& tile) {
 // configuration then runs it.
 inline TileGrid tile_grid_of(const GemmCall& call) { return tile_grid_of(call, TileShape{128, 128, 1, 1}); }
 
-// The rule: DEFAULT and BIAS cooperative; the forward activation epilogues ping-pong; the backward
-// ones ping-pong from two waves of tiles on (2 x the SM count), cooperative below.
+// The rule: DEFAULT and BIAS cooperative; the forward activation epilogues ping-pong, with the
+// 64 x 64 epilogue subtile for silu and the GELUs where gemm_k is at most 1024; the backward ones
+// ping-pong from two waves of tiles on (2 x the SM count), cooperative below.
+//
+// Why the forward subtile (docs/dev/cutlass_backend.md, "The forward epilogue's subtile"): where
+// gemm_k is short, a tile's main loop is too short to hide the other warp group's epilogue when
+// the activation costs an exponential and a reciprocal per element. Walking the tile in 64 x 64
+// subtiles instead of CUTLASS's 64 x 32 gives each thread 32 elements between the subtile's
+// barriers instead of 16 for the dependent chains of the activation to overlap. Measured on the
+// H200 (bf16, the forward pass's four activation epilogues, geometric mean per shape and
+// activation, over the same with 64 x 32; 2026-12-02 16:43 UTC): where gemm_k <= 1024 (1000,768,3072,
+// 2048,768,3072, 4096,1024,4096, 16384,1024,4096) 0.91-0.98 with silu, gelu_tanh and gelu_erf, but
+// 0.94-1.01 with relu and 0.99-1.11 with the identity; where gemm_k >= 1536, 1.00-1.03 with every
+// activation (the larger subtile's shared memory leaves the main loop fewer stages).
+inline bool forward_epilogue_wants_larger_subtile(const GemmCall& call) {
+  constexpr int64_t kLongestShortK = 1024;
+  if (call.gemm_k > kLongestShortK) return false;
+  switch (call.parts().activation) {
+    case EPIGEMM_ACTIVATION_SILU:
+    case EPIGEMM_ACTIVATION_GELU_TANH:
+    case EPIGEMM_ACTIVATION_GELU_ERF: return true;
+    case EPIGEMM_ACTIVATION_IDENTITY:
+    case EPIGEMM_ACTIVATION_RELU: return false;
+  }
+  return false;
+}
+
 //
 // Why the backward threshold (dev/cuda/cutlass_tiles_lab.cu, public and derive shapes, bf16, DACT
 // with gelu_erf and DACT_BGRAD with silu, each over cuBLAS's plain GEMM with the tile order the
@@ -68,7 +96,9 @@ inline TileGrid tile_grid_of(const GemmCall& call) { return tile_grid_of(call, T
 // the cooperative kernel's two warp groups share the tile's epilogue.
 inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, const DeviceFacts& device) {
   switch (family) {
-    case KernelFamily::forward_activation_aux: return TileConfig::pingpong_128x128x64;
+    case KernelFamily::forward_activation_aux:
+      return forward_epilogue_wants_larger_subtile(call) ? TileConfig::pingpong_128x128x64_epilogue_64x64
+                                                         : TileConfig::pingpong_128x128x64;
     case KernelFamily::backward_activation_bgrad:
       return tile_grid_of(call).tiles() >= 2 * int64_t(device.sm_count) ? TileConfig::pingpong_128x128x64
                                                                           : TileConfig::cooperative_128x128x64;
@@ -208,6 +238,7 @@ inline const char* tile_config_name(TileConfig tile) {
   switch (tile) {
     case TileConfig::cooperative_128x128x64: return "cooperative 128x128x64 cluster 1x1x1";
     case TileConfig::pingpong_128x128x64: return "pingpong 128x128x64 cluster 1x1x1";
+    case TileConfig::pingpong_128x128x64_epilogue_64x64: return "pingpong 128x128x64 cluster 1x1x1 epilogue 64x64";
   }
   return "invalid tile configuration";
 }
@@ -217,6 +248,7 @@ inline const char* tile_config_name(TileConfig tile) {
 
 #if defined(__CUDACC__) && defined(EPIGEMM_CUTLASS_KERNEL_TU)
 #include <cute/tensor.hpp>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
 #include <cutlass/epilogue/dispatch_policy.hpp>
 #include <cutlass/gemm/dispatch_policy.hpp>
 
@@ -227,24 +259,29 @@ namespace cutlass_backend {
 // the producer warp feeds them through TMA; the grid is persistent (one CTA per SM) and the
 // epilogue of one tile overlaps the main loop of the next only across CTAs. kClusterN CTAs along
 // gemm_n form a cluster.
+// The epilogue walks the tile in subtiles of CUTLASS's choice (EpilogueTileAuto: 128 x 32 here).
 template <int kTileM, int kClusterN>
 struct Cooperative {
   using TileShape = cute::Shape<cute::Int<kTileM>, cute::_128, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::Int<kClusterN>, cute::_1>;
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+  using EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto;
 };
 
 // Two consumer warp groups, each with an output tile of its own: while one runs its tile's
 // epilogue, the other runs the main loop of the next (ordered by barriers, so the tensor cores
 // alternate between them). The epilogue then hides under the other group's main loop, at the
-// price of a 128x128 fp32 accumulator per warp group (128 registers a thread).
-template <int kClusterN>
+// price of a 128x128 fp32 accumulator per warp group (128 registers a thread). The epilogue walks
+// the tile in subtiles of EpilogueTile: CUTLASS's choice (EpilogueTileAuto, 64 x 32: 16 elements a
+// thread between a shared-memory barrier and the subtile's TMA store) or a shape given.
+template <int kClusterN, class EpilogueTileShape = cutlass::epilogue::collective::EpilogueTileAuto>
 struct Pingpong {
   using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::Int<kClusterN>, cute::_1>;
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
+  using EpilogueTile = EpilogueTileShape;
 };
 
 // The CUTLASS types of a TileConfig value. (A cluster of two CTAs along gemm_n computes tiles of
@@ -256,6 +293,8 @@ template <>
 struct ConfigOf<TileConfig::cooperative_128x128x64> : Cooperative<128, 1> {};
 template <>
 struct ConfigOf<TileConfig::pingpong_128x128x64> : Pingpong<1> {};
+template <>
+struct ConfigOf<TileConfig::pingpong_128x128x64_epilogue_64x64> : Pingpong<1, cute::Shape<cute::_64, cute::_64>> {};
 
 // The host's facts (tile_shape_of) and CUTLASS's types must describe the same tiles: the tile
 // order, the tile rule and the row partial sums' layout read the former.
