@@ -47,6 +47,11 @@ else
 fi
 
 if has_step build; then
+  # CUTLASS's headers (the cutlass backend) from the pinned wheel in .deps/, without network: carry
+  # .deps/nvidia_cutlass-*.whl. Without them the wheel is built without that backend, and says so.
+  step "CUTLASS headers (scripts/fetch_cutlass.sh)"
+  bash scripts/fetch_cutlass.sh > "$OUT/fetch_cutlass.log" 2>&1 ||
+    echo "WARNING: no CUTLASS headers ($(tail -1 "$OUT/fetch_cutlass.log")): the wheel has no cutlass backend"
   step "build the wheel ($(nproc) cores)"
   rm -rf "$WORK/wheel"
   if ! CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$VPY" -m pip wheel --no-build-isolation --no-deps -v \
@@ -55,7 +60,7 @@ if has_step build; then
     echo "BUILD FAILED (full log: $OUT/build.log)"
     exit 1
   fi
-  grep -E "CUDA compiler identification|epigemm:" "$OUT/build.log" | head -5
+  grep -E "CUDA compiler identification|epigemm:" "$OUT/build.log" | head -8
   echo "compiler warnings: $(grep -c -E 'warning:' "$OUT/build.log")"
   "$VPY" -m pip install --no-deps --no-index --force-reinstall "$WORK"/wheel/epigemm-*.whl > "$OUT/install.log" 2>&1 || {
     cat "$OUT/install.log"; echo "INSTALL FAILED"; exit 1; }
