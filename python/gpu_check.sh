@@ -47,11 +47,9 @@ else
 fi
 
 if has_step build; then
-  # CUTLASS's headers (the cutlass backend) from the pinned wheel in .deps/, without network: carry
-  # .deps/nvidia_cutlass-*.whl. Without them the wheel is built without that backend, and says so.
-  step "CUTLASS headers (scripts/fetch_cutlass.sh)"
-  bash scripts/fetch_cutlass.sh > "$OUT/fetch_cutlass.log" 2>&1 ||
-    echo "WARNING: no CUTLASS headers ($(tail -1 "$OUT/fetch_cutlass.log")): the wheel has no cutlass backend"
+  # CUTLASS's headers (the cutlass backend): the wheel's configure extracts them from the pinned
+  # wheel in .deps/ (EPIGEMM_FETCH_CUTLASS, pyproject.toml), offline: carry
+  # .deps/nvidia_cutlass-*.whl. The "epigemm: cutlass backend ..." line below says whether it did.
   step "build the wheel ($(nproc) cores)"
   rm -rf "$WORK/wheel"
   if ! CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$VPY" -m pip wheel --no-build-isolation --no-deps -v \
