@@ -266,7 +266,8 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
   using cb::KernelFamily;
   int found = 0;
   for (cb::TileConfig tile : {cb::TileConfig::cooperative_128x128x64, cb::TileConfig::pingpong_128x128x64,
-                              cb::TileConfig::pingpong_128x128x64_epilogue_64x64}) {
+                              cb::TileConfig::pingpong_128x128x64_epilogue_64x64, cb::TileConfig::pingpong_64x128x64,
+                              cb::TileConfig::cooperative_128x64x64}) {
     const std::string config = cb::tile_config_name(tile);
     const bool bias_family = cb::instantiated_in(KernelFamily::linear_combination_bias, tile);
     const bool forward_family = cb::instantiated_in(KernelFamily::forward_activation_aux, tile);
@@ -313,8 +314,9 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
     }
   }
   // Cooperative: 8 linear_combination_bias + 10 backward; ping-pong: 10 forward + 10 backward;
-  // ping-pong with the 64 x 64 epilogue subtile: 10 forward.
-  EXPECT_EQ(found, 48);
+  // ping-pong with the 64 x 64 epilogue subtile: 10 forward; the ping-pong 64 x 128 and the
+  // cooperative 128 x 64 tiles: 10 forward each.
+  EXPECT_EQ(found, 68);
 }
 // The tile order is a pure function of the call's tile grid in the configuration's tiles and the
 // SM count: runs of 4 (else 2) tiles from two waves of tiles on, where CUTLASS's rounding of the
@@ -391,17 +393,34 @@ TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
   };
   using cb::KernelFamily;
   const cb::TileConfig coop = cb::TileConfig::cooperative_128x128x64, pingpong = cb::TileConfig::pingpong_128x128x64,
-                       subtile = cb::TileConfig::pingpong_128x128x64_epilogue_64x64;
+                       subtile = cb::TileConfig::pingpong_128x128x64_epilogue_64x64,
+                       narrow_coop = cb::TileConfig::cooperative_128x64x64, short_pingpong = cb::TileConfig::pingpong_64x128x64;
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 24, 128 * 11), pingpong);  // 264 tiles
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 24, 128 * 11 - 8), pingpong);  // partial tiles count
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 263, 128), coop);  // 263 tiles
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 128, 128 * 64), pingpong);
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 128, 128 * 64, 64), pingpong);  // no subtile rule
-  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 2, 128), pingpong);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 18, 128 * 11), pingpong);  // 198 tiles: 1.5 waves
   EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 128, 128 * 64), pingpong);
+  // Under 1.5 waves of 128 x 128 tiles with gemm_k at most 1024, the smaller tiles: the cooperative
+  // 128 x 64 one where its tiles are at most one per SM, else the ping-pong 64 x 128 one; for every
+  // activation.
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 18, 128 * 11 - 8, 1024), subtile);  // partial tiles count
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 197, 128, 1024), short_pingpong);     // 197 tiles
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 17, 128 * 11, 1024), short_pingpong);  // 187 tiles
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 66, 128, 1024), narrow_coop);  // 132 tiles of 128 x 64
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 66, 128 + 8, 1024), short_pingpong);  // 198 of 128 x 64
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 2, 128, 64), narrow_coop);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 2, 128, 64, EPIGEMM_ACTIVATION_RELU), narrow_coop);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 2, 128, 1032), pingpong);  // a longer gemm_k
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 17, 128 * 11, 1032, EPIGEMM_ACTIVATION_RELU), pingpong);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 24, 128 * 2, 768, EPIGEMM_ACTIVATION_GELU_ERF),
+            narrow_coop);  // 256,768,3072's forward: 48 tiles
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 24, 1000, 768, EPIGEMM_ACTIVATION_GELU_ERF),
+            short_pingpong);  // 1000,768,3072's forward: 192 tiles
   // The subtile: gemm_k at most 1024, and an activation with an exponential.
   EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 128, 128 * 64, 1024), subtile);
-  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 2, 128, 64), subtile);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 18, 128 * 11, 64), subtile);
   EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 128, 128 * 64, 1032), pingpong);
   EXPECT_EQ(config(KernelFamily::forward_activation_aux, 4096, 16384, 1024, EPIGEMM_ACTIVATION_GELU_TANH), subtile);
   EXPECT_EQ(config(KernelFamily::forward_activation_aux, 4096, 16384, 768, EPIGEMM_ACTIVATION_GELU_ERF), subtile);
@@ -414,11 +433,20 @@ TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
                                 host_probe_call(EPIGEMM_EPILOGUE_DACT, EPIGEMM_ACTIVATION_SILU, N, N, 128 * 24, 128 * 11, 64),
                                 cb::DeviceFacts{0, 264}),
             coop);
+  EXPECT_EQ(cb::tile_config_for(KernelFamily::forward_activation_aux,
+                                host_probe_call(EPIGEMM_EPILOGUE_ACT, EPIGEMM_ACTIVATION_SILU, T, N, 128 * 18, 128 * 11, 2048),
+                                cb::DeviceFacts{0, 264}),
+            pingpong);
+  EXPECT_EQ(cb::tile_config_for(KernelFamily::forward_activation_aux,
+                                host_probe_call(EPIGEMM_EPILOGUE_ACT, EPIGEMM_ACTIVATION_SILU, T, N, 128 * 18, 128 * 11, 512),
+                                cb::DeviceFacts{0, 264}),
+            short_pingpong);
 }
 
 // auto's priority for cutlass reads the epilogue's parts, the waves of 128 x 128 tiles over the
 // SMs and how full the last wave is: forward activation epilogues 35 from 7 waves on, 25 from
-// 0.75, else 1 (the identity with an aux: 25); DACT and DACT_BGRAD 35 from 7 waves on, 25 below
+// 0.75, and below where the smaller tiles run (gemm_k <= 1024), else 1 (the identity with an aux:
+// 25); DACT and DACT_BGRAD 35 from 7 waves on, 25 below
 // where the last wave is at least 90% full or backward_gradient_time_ratio predicts cutlass
 // faster (a less full last wave with a short gemm_k), with the grid at least half a wave, else 1;
 // the plain epilogues (DEFAULT, BIAS, the identity without an aux) 1.
@@ -438,8 +466,12 @@ TEST(CutlassSupport, AutoPriorityDependsOnTheEpilogueAndTheWaves) {
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, silu, 128 * 32, 128 * 28), 25);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT, gelu, 128 * 20, 128 * 10), 25);  // 200 tiles: 1.52 waves
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT, gelu, 128 * 10, 128 * 10), 25);  // 100 tiles: 0.76 waves
-  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT, gelu, 128 * 14, 128 * 7), 1);    // 98 tiles: 0.74 waves
-  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX, silu, 128 * 24, 128 * 2), 1);  // 48 tiles: 0.36 waves
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT, gelu, 128 * 14, 128 * 7), 25);    // 98 tiles: 0.74 waves
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX, silu, 128 * 24, 128 * 2), 25);  // 48 tiles: 0.36 waves
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_ACTIVATION_RELU, 8, 8), 25);  // 1 tile
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX, silu, 128 * 24, 128 * 2, 1024), 25);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX, silu, 128 * 24, 128 * 2, 1032), 1);  // no smaller tiles there
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT, gelu, 128 * 14, 128 * 7, 14336), 1);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 32, 128 * 29), 35);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 32, 128 * 28), 25);          // last wave 97% full
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 24, 128 * 12, 6144), 1);     // 288 tiles: 73%
@@ -533,20 +565,60 @@ TEST(CutlassBackend, GridSmallerThanTheSmCount) {
   for (const GemmCase& c : every_kernel(EPIGEMM_DTYPE_BF16, 256, 120, 520, 1000)) run_on_cutlass_and_check(ctx, c);
 }
 
-// The forward activation kernels on both sides of the epilogue-subtile rule (tile_config_for):
-// gemm_k = 1024 takes the 64 x 64 subtile for silu and the GELUs, gemm_k = 1032 (16 64-deep slices
-// and 8) CUTLASS's 64 x 32; relu and the identity take the latter on both. Every activation and
-// forward epilogue, both dtypes, on a shape that is not a multiple of the tile.
-TEST(CutlassBackend, ForwardKernelsOnBothSidesOfTheEpilogueSubtileRule) {
+// The forward activation kernels of every tile configuration that tile_config_for chooses, each on
+// a cheap shape that takes it on the H200's 132 SMs (the reference runs on the CPU, in double): the
+// cooperative 128 x 64 tile on 2 x 3 tiles of 128 x 128 (the other tests' small shapes take it too),
+// the ping-pong 64 x 128 tile on 9 x 9, and on 18 x 11 (198 tiles, 1.5 waves) the ping-pong
+// 128 x 128 tile: with the 64 x 64 epilogue subtile where gemm_k is at most 1024 for silu and the
+// GELUs, with CUTLASS's 64 x 32 for relu and the identity, and where gemm_k = 1032 (16 64-deep
+// slices and 8; silu and gelu_erf, the rest costs the CPU reference too long). Shapes not
+// multiples of the tile; ACT_AUX_BIAS (each kernel also runs ACT, ACT_BIAS and ACT_AUX, with the
+// bias or aux node switched off), and ACT on the two smaller grids. On another SM count the rule
+// may pick other kernels for these shapes; the test then still checks them against the reference.
+TEST(CutlassBackend, ForwardKernelsOfEveryTileConfiguration) {
   Context ctx;
   EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);
+  const epigemm_dtype_t bf16 = EPIGEMM_DTYPE_BF16, f16 = EPIGEMM_DTYPE_F16;
+  const epigemm_epilogue_t act = EPIGEMM_EPILOGUE_ACT, act_aux_bias = EPIGEMM_EPILOGUE_ACT_AUX_BIAS;
+  const epigemm_activation_t silu = EPIGEMM_ACTIVATION_SILU, gelu_erf = EPIGEMM_ACTIVATION_GELU_ERF;
+  struct Grid {
+    int64_t m, n, k;
+    std::vector<epigemm_dtype_t> dtypes;
+    std::vector<epigemm_epilogue_t> epilogues;
+    std::vector<epigemm_activation_t> activations;
+  };
+  const int64_t large_m = 128 * 17 + 8, large_n = 128 * 10 + 8;  // 18 x 11 tiles
+  const std::vector<Grid> grids = {
+      {136, 264, 1024, {bf16, f16}, {act, act_aux_bias}, every_activation()},
+      {1032, 1096, 136, {bf16, f16}, {act, act_aux_bias}, every_activation()},
+      {large_m, large_n, 72, {bf16}, {act_aux_bias}, every_activation()},
+      {large_m, large_n, 1032, {bf16}, {act_aux_bias}, {silu, gelu_erf}},
+  };
+#if defined(EPIGEMM_HAVE_CUTLASS_BACKEND_FOR_TESTS) && defined(EPIGEMM_TESTS_WITH_CUDA)
+  {
+    namespace cb = epigemm::cutlass_backend;
+    int sm_count = 0;
+    ASSERT_EQ(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+    if (sm_count == 132) {
+      auto config = [&](const Grid& g, epigemm_activation_t a) {
+        return cb::tile_config_for(cb::KernelFamily::forward_activation_aux,
+                                   host_probe_call(act_aux_bias, a, EPIGEMM_OP_T, EPIGEMM_OP_N, g.m, g.n, g.k),
+                                   cb::DeviceFacts{0, sm_count});
+      };
+      EXPECT_EQ(config(grids[0], silu), cb::TileConfig::cooperative_128x64x64);
+      EXPECT_EQ(config(grids[1], silu), cb::TileConfig::pingpong_64x128x64);
+      EXPECT_EQ(config(grids[2], silu), cb::TileConfig::pingpong_128x128x64_epilogue_64x64);
+      EXPECT_EQ(config(grids[2], EPIGEMM_ACTIVATION_RELU), cb::TileConfig::pingpong_128x128x64);
+      EXPECT_EQ(config(grids[3], silu), cb::TileConfig::pingpong_128x128x64);
+    }
+  }
+#endif
   uint64_t index = 4000;
-  for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
-    for (int64_t k : {1024, 1032}) {
-      for (epigemm_activation_t a : every_activation()) {
-        for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_ACT, EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_EPILOGUE_ACT_AUX,
-                                     EPIGEMM_EPILOGUE_ACT_AUX_BIAS}) {
-          run_on_cutlass_and_check(ctx, cutlass_case(e, a, EPIGEMM_OP_T, EPIGEMM_OP_N, dtype, 136, 264, k, index++));
+  for (const Grid& g : grids) {
+    for (epigemm_dtype_t dtype : g.dtypes) {
+      for (epigemm_activation_t a : g.activations) {
+        for (epigemm_epilogue_t e : g.epilogues) {
+          run_on_cutlass_and_check(ctx, cutlass_case(e, a, EPIGEMM_OP_T, EPIGEMM_OP_N, dtype, g.m, g.n, g.k, index++));
         }
       }
     }

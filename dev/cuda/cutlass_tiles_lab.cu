@@ -90,6 +90,7 @@ const Case kBackwardCases[] = {
     {EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_SILU, cb::KernelFamily::backward_activation_bgrad}};
 
 const cb::TileConfig kConfigs[] = {cb::TileConfig::cooperative_128x128x64, cb::TileConfig::pingpong_128x128x64,
+                                   cb::TileConfig::pingpong_64x128x64, cb::TileConfig::cooperative_128x64x64,
                                    cb::TileConfig::pingpong_128x128x64_epilogue_64x64};
 
 struct Variant {

@@ -89,10 +89,19 @@ enum class KernelFamily { linear_combination_bias, forward_activation_aux, backw
 //   pingpong_128x128x64                   each consumer warp group has a 128 x 128 tile of its own
 //   pingpong_128x128x64_epilogue_64x64    the same, its epilogue walking the tile in 64 x 64 subtiles
 //                                         (CUTLASS's own choice for ping-pong: 64 x 32)
+//   pingpong_64x128x64                    each consumer warp group has a 64 x 128 tile of its own
+//   cooperative_128x64x64                 each consumer warp group of two takes half of a 128 x 64 tile
+//                                         (the last two for small forward grids)
 // (A 256 x 128 cooperative tile and the ping-pong tile in clusters of two, and the cooperative tile
 // with CUTLASS's stream-K scheduler, were measured and not kept: docs/dev/cutlass_backend.md,
 // "Larger tiles and clusters" and "Stream-K".)
-enum class TileConfig { cooperative_128x128x64, pingpong_128x128x64, pingpong_128x128x64_epilogue_64x64 };
+enum class TileConfig {
+  cooperative_128x128x64,
+  pingpong_128x128x64,
+  pingpong_128x128x64_epilogue_64x64,
+  pingpong_64x128x64,
+  cooperative_128x64x64
+};
 
 // One compiled kernel. The call passed to each function has been accepted by validate() and by the
 // backend's own checks (dtypes, alignment, extents: cutlass_backend.cpp), so only what CUTLASS

@@ -21,13 +21,15 @@ namespace cutlass_backend {
 // nothing more. DEFAULT and BIAS run cooperative; the activation epilogues, which have an epilogue
 // to hide (an aux store or an aux load; docs/dev/cutlass_backend.md, "Tile configurations"), run
 // ping-pong, the backward ones cooperative on small grids, the forward ones with the 64 x 64
-// epilogue subtile where gemm_k is short. Each instantiated configuration costs about 4 s of nvcc
+// epilogue subtile where gemm_k is short and on tiles of half the size on small grids. Each instantiated configuration costs about 4 s of nvcc
 // per kernel and 45 s per translation unit (one per family and configuration).
 constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
   switch (tile) {
     case TileConfig::cooperative_128x128x64: return family != KernelFamily::forward_activation_aux;
     case TileConfig::pingpong_128x128x64: return family != KernelFamily::linear_combination_bias;
     case TileConfig::pingpong_128x128x64_epilogue_64x64: return family == KernelFamily::forward_activation_aux;
+    case TileConfig::pingpong_64x128x64:
+    case TileConfig::cooperative_128x64x64: return family == KernelFamily::forward_activation_aux;
   }
   return false;
 }
@@ -43,6 +45,8 @@ constexpr TileShape tile_shape_of(TileConfig tile) {
     case TileConfig::cooperative_128x128x64: return {128, 128, 1, 1};
     case TileConfig::pingpong_128x128x64: return {128, 128, 1, 1};
     case TileConfig::pingpong_128x128x64_epilogue_64x64: return {128, 128, 1, 1};
+    case TileConfig::pingpong_64x128x64: return {64, 128, 1, 1};
+    case TileConfig::cooperative_128x64x64: return {128, 64, 1, 1};
   }
   return {128, 128, 1, 1};
 }
@@ -60,8 +64,10 @@ inline TileGrid tile_grid_of(const GemmCall& call, const TileShape& tile) {
 inline TileGrid tile_grid_of(const GemmCall& call) { return tile_grid_of(call, TileShape{128, 128, 1, 1}); }
 
 // The rule: DEFAULT and BIAS cooperative; the forward activation epilogues ping-pong, with the
-// 64 x 64 epilogue subtile for silu and the GELUs where gemm_k is at most 1024; the backward ones
-// ping-pong from two waves of tiles on (2 x the SM count), cooperative below.
+// 64 x 64 epilogue subtile for silu and the GELUs where gemm_k is at most 1024, and on grids under
+// 1.5 waves of 128 x 128 tiles with gemm_k at most 1024 on the smaller tiles
+// (forward_grid_wants_smaller_tiles); the backward ones ping-pong from two waves of tiles on (2 x
+// the SM count), cooperative below.
 //
 // Why the forward subtile (docs/dev/cutlass_backend.md, "The forward epilogue's subtile"): where
 // gemm_k is short, a tile's main loop is too short to hide the other warp group's epilogue when
@@ -89,6 +95,28 @@ inline bool forward_epilogue_wants_larger_subtile(const GemmCall& call) {
   return false;
 }
 
+// Why the smaller tiles on small forward grids (docs/dev/cutlass_backend.md, "Smaller tiles for
+// small forward grids"): under 1.5 waves of 128 x 128 tiles a persistent grid leaves SMs idle for
+// much of a tile's time, and with one tile per SM no second tile's main loop hides the epilogue.
+// Tiles of half the size give twice as many, filling more SMs and halving each epilogue. Where
+// those tiles are at most one per SM, the cooperative 128 x 64 tile lets both consumer warp groups
+// work on the one tile (a ping-pong CTA with one tile leaves a warp group idle); where they are
+// more, the ping-pong 64 x 128 tile hides one tile's epilogue under the next one's main loop.
+// Measured in the tiles lab (H200, bf16, 2026-12-03 08:43 UTC, ACT_BIAS with relu and silu,
+// ACT_AUX_BIAS with gelu_erf and relu, over the rule's 128 x 128 kernel, public and derive
+// shapes): 48 tiles (256,768,3072) 0.67-0.82 with the cooperative 128 x 64 tile; 128 tiles
+// (512,1024,4096) 0.93-0.95 and 192 tiles (1000,768,3072) 0.83-0.97 with the ping-pong 64 x 128
+// tile; from 256 tiles on (512,8192,8192; 2048,768,3072 with 384) both smaller tiles were slower
+// (1.05-1.31), but for gelu_erf on 384 tiles (0.98). Those small grids all had gemm_k <= 1024, and
+// the rule keeps to that range: a smaller tile loads more of A and B per multiply-add, which a long
+// main loop pays for (the rule without the bound, 09:00 UTC, ran the held-out 384,14336,4096's
+// forward on the ping-pong 64 x 128 tile in 1.19-1.36x the cuda backend's time; the lab had the
+// ping-pong 128 x 128 tile 1.13x and the 64 x 128 one 1.35x cuBLAS's time there).
+inline bool forward_grid_wants_smaller_tiles(const GemmCall& call, const DeviceFacts& device) {
+  constexpr int64_t kLongestMeasuredK = 1024;
+  return call.gemm_k <= kLongestMeasuredK && 2 * tile_grid_of(call).tiles() < 3 * int64_t(device.sm_count);
+}
+
 //
 // Why the backward threshold (dev/cuda/cutlass_tiles_lab.cu, public and derive shapes, bf16, DACT
 // with gelu_erf and DACT_BGRAD with silu, each over cuBLAS's plain GEMM with the tile order the
@@ -100,6 +128,11 @@ inline bool forward_epilogue_wants_larger_subtile(const GemmCall& call) {
 inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, const DeviceFacts& device) {
   switch (family) {
     case KernelFamily::forward_activation_aux:
+      if (forward_grid_wants_smaller_tiles(call, device)) {
+        return tile_grid_of(call, tile_shape_of(TileConfig::cooperative_128x64x64)).tiles() <= int64_t(device.sm_count)
+                   ? TileConfig::cooperative_128x64x64
+                   : TileConfig::pingpong_64x128x64;
+      }
       return forward_epilogue_wants_larger_subtile(call) ? TileConfig::pingpong_128x128x64_epilogue_64x64
                                                          : TileConfig::pingpong_128x128x64;
     case KernelFamily::backward_activation_bgrad:
@@ -183,8 +216,11 @@ inline double last_wave_fill(const TileGrid& grid, int sm_count) {
 //     slower ones against cuBLASLt's fused epilogues: 25, between cuda's 20 and cublaslt. From 0.75
 //     waves on too (2026-12-02 05:27 UTC, with the prepared launches of cutlass_backend.cpp): on
 //     the grids of 128 and 192 tiles (512,1024,4096 and 1000,768,3072) cutlass took 0.73-1.04 of
-//     cuda's time with every activation, on 48 tiles (256,768,3072) 1.0-1.3: 25 from 0.75 waves,
-//     between the two; 1 below. The identity with an aux (ACT_AUX, ACT_AUX_BIAS), which cuBLASLt has
+//     cuda's time with every activation, on 48 tiles (256,768,3072) 1.0-1.3, so 25 from 0.75 waves
+//     and 1 below. Where the smaller tiles of small forward grids run (tile_config_for, gemm_k
+//     <= 1024), on those 48 tiles cutlass took 0.78-0.90 of the cuda backend's time (the tiles lab
+//     of 2026-12-03 08:43 UTC, its ACT_BIAS and ACT_AUX_BIAS cases, against the 06:25 benchmark):
+//     25 below 0.75 waves too. The identity with an aux (ACT_AUX, ACT_AUX_BIAS), which cuBLASLt has
 //     no epilogue for and cuda runs through its fp32 intermediate (median 0.80 over cuda below 1.5
 //     waves, 6 cases, 03:12 UTC): 25 at every size.
 //   - DACT and DACT_BGRAD: from 7 waves on, median 0.971 and 0.976, the slowest 1.078 and 1.006 (40
@@ -234,7 +270,7 @@ inline int auto_priority_for(const GemmCall& call, const DeviceFacts& device) {
     return backward_gradient_time_ratio(fill, call.gemm_k, parts.writes_bias_grad()) < 1.0 ? 25 : 1;
   }
   if (waves >= 0.75 || parts.activation == EPIGEMM_ACTIVATION_IDENTITY) return 25;
-  return 1;
+  return forward_grid_wants_smaller_tiles(call, device) ? 25 : 1;
 }
 
 inline const char* tile_config_name(TileConfig tile) {
@@ -242,6 +278,8 @@ inline const char* tile_config_name(TileConfig tile) {
     case TileConfig::cooperative_128x128x64: return "cooperative 128x128x64 cluster 1x1x1";
     case TileConfig::pingpong_128x128x64: return "pingpong 128x128x64 cluster 1x1x1";
     case TileConfig::pingpong_128x128x64_epilogue_64x64: return "pingpong 128x128x64 cluster 1x1x1 epilogue 64x64";
+    case TileConfig::pingpong_64x128x64: return "pingpong 64x128x64 cluster 1x1x1";
+    case TileConfig::cooperative_128x64x64: return "cooperative 128x64x64 cluster 1x1x1";
   }
   return "invalid tile configuration";
 }
@@ -263,9 +301,9 @@ namespace cutlass_backend {
 // epilogue of one tile overlaps the main loop of the next only across CTAs. kClusterN CTAs along
 // gemm_n form a cluster.
 // The epilogue walks the tile in subtiles of CUTLASS's choice (EpilogueTileAuto: 128 x 32 here).
-template <int kTileM, int kClusterN>
+template <int kTileM, int kClusterN, int kTileN = 128>
 struct Cooperative {
-  using TileShape = cute::Shape<cute::Int<kTileM>, cute::_128, cute::_64>;
+  using TileShape = cute::Shape<cute::Int<kTileM>, cute::Int<kTileN>, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::Int<kClusterN>, cute::_1>;
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
@@ -278,9 +316,9 @@ struct Cooperative {
 // price of a 128x128 fp32 accumulator per warp group (128 registers a thread). The epilogue walks
 // the tile in subtiles of EpilogueTile: CUTLASS's choice (EpilogueTileAuto, 64 x 32: 16 elements a
 // thread between a shared-memory barrier and the subtile's TMA store) or a shape given.
-template <int kClusterN, class EpilogueTileShape = cutlass::epilogue::collective::EpilogueTileAuto>
+template <int kClusterN, class EpilogueTileShape = cutlass::epilogue::collective::EpilogueTileAuto, int kTileM = 128>
 struct Pingpong {
-  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
+  using TileShape = cute::Shape<cute::Int<kTileM>, cute::_128, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::Int<kClusterN>, cute::_1>;
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
@@ -298,6 +336,11 @@ template <>
 struct ConfigOf<TileConfig::pingpong_128x128x64> : Pingpong<1> {};
 template <>
 struct ConfigOf<TileConfig::pingpong_128x128x64_epilogue_64x64> : Pingpong<1, cute::Shape<cute::_64, cute::_64>> {};
+template <>
+struct ConfigOf<TileConfig::pingpong_64x128x64>
+    : Pingpong<1, cutlass::epilogue::collective::EpilogueTileAuto, 64> {};
+template <>
+struct ConfigOf<TileConfig::cooperative_128x64x64> : Cooperative<128, 1, 64> {};
 
 // The host's facts (tile_shape_of) and CUTLASS's types must describe the same tiles: the tile
 // order, the tile rule and the row partial sums' layout read the former.
