@@ -105,12 +105,12 @@ inline bool forward_epilogue_wants_larger_subtile(const GemmCall& call) {
 // Measured in the tiles lab (H200, bf16, 2026-12-03 08:43 UTC, ACT_BIAS with relu and silu,
 // ACT_AUX_BIAS with gelu_erf and relu, over the rule's 128 x 128 kernel, public and derive
 // shapes): 48 tiles (256,768,3072) 0.67-0.82 with the cooperative 128 x 64 tile; 128 tiles
-// (512,1024,4096) 0.93-0.95 and 192 tiles (1000,768,3072) 0.83-0.97 with the ping-pong 64 x 128
-// tile; from 256 tiles on (512,8192,8192; 2048,768,3072 with 384) both smaller tiles were slower
-// (1.05-1.31), but for gelu_erf on 384 tiles (0.98). Those small grids all had gemm_k <= 1024, and
+// (512,1024,4096) 0.94-0.99 and 192 tiles (1000,768,3072) 0.83-0.97 with the ping-pong 64 x 128
+// tile; from 256 tiles on (512,8192,8192; 2048,768,3072 with 384) the better of the two was slower
+// (1.14-1.26), but for gelu_erf on 384 tiles (0.98). Those small grids all had gemm_k <= 1024, and
 // the rule keeps to that range: a smaller tile loads more of A and B per multiply-add, which a long
 // main loop pays for (the rule without the bound, 09:00 UTC, ran the held-out 384,14336,4096's
-// forward on the ping-pong 64 x 128 tile in 1.19-1.36x the cuda backend's time; the lab had the
+// forward on the ping-pong 64 x 128 tile in 1.09-1.36x the cuda backend's time; the lab had the
 // ping-pong 128 x 128 tile 1.13x and the 64 x 128 one 1.35x cuBLAS's time there).
 inline bool forward_grid_wants_smaller_tiles(const GemmCall& call, const DeviceFacts& device) {
   constexpr int64_t kLongestMeasuredK = 1024;
