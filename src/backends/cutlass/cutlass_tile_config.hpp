@@ -21,8 +21,9 @@ namespace cutlass_backend {
 // nothing more. DEFAULT and BIAS run cooperative; the activation epilogues, which have an epilogue
 // to hide (an aux store or an aux load; docs/dev/cutlass_backend.md, "Tile configurations"), run
 // ping-pong, the backward ones cooperative on small grids, the forward ones with the 64 x 64
-// epilogue subtile where gemm_k is short and on tiles of half the size on small grids. Each instantiated configuration costs about 4 s of nvcc
-// per kernel and 45 s per translation unit (one per family and configuration).
+// epilogue subtile where gemm_k is short and on tiles of half the size on small grids. Each
+// instantiated configuration costs about 4 s of nvcc per kernel and 45 s per translation unit (one
+// per family and configuration).
 constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
   switch (tile) {
     case TileConfig::cooperative_128x128x64: return family != KernelFamily::forward_activation_aux;
@@ -313,7 +314,8 @@ struct Cooperative {
 // Two consumer warp groups, each with an output tile of its own: while one runs its tile's
 // epilogue, the other runs the main loop of the next (ordered by barriers, so the tensor cores
 // alternate between them). The epilogue then hides under the other group's main loop, at the
-// price of a 128x128 fp32 accumulator per warp group (128 registers a thread). The epilogue walks
+// price of a kTileM x 128 fp32 accumulator per warp group (128 registers a thread for 128 rows, 64
+// for the 64-row tile of small grids). The epilogue walks
 // the tile in subtiles of EpilogueTile: CUTLASS's choice (EpilogueTileAuto, 64 x 32: 16 elements a
 // thread between a shared-memory barrier and the subtile's TMA store) or a shape given.
 template <int kClusterN, class EpilogueTileShape = cutlass::epilogue::collective::EpilogueTileAuto, int kTileM = 128>
