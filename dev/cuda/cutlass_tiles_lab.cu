@@ -19,9 +19,8 @@
 // which one is fastest. Runs on sm_90a; elsewhere it stops with CUDA's or the backend's message.
 //
 //   epigemm_cutlass_tiles_lab [--shapes public|derive|both|T,I,O;...] [--cases fwd|bwd|all]
-//                             [--swizzles 1,4,8] [--splits 2,4,8] [--sets N] [--idle-ms N]
-//                             [--reps N] [--warmup N] [--csv FILE]
-// --splits: the splits of the k loop the split-K configuration runs with (each a variant).
+//                             [--swizzles 1,4,8] [--sets N] [--idle-ms N] [--reps N] [--warmup N]
+//                             [--csv FILE]
 // --sets: how many operand sets the calls rotate among (1-8; default: enough for 512 MB, at most 8);
 // --sets 1 repeats one set, so what fits of it stays in L2 between calls.
 // --idle-ms N: before each timed call, wait for the GPU and then N ms more, so that every call
@@ -92,34 +91,17 @@ const Case kBackwardCases[] = {
 
 const cb::TileConfig kConfigs[] = {cb::TileConfig::cooperative_128x128x64, cb::TileConfig::pingpong_128x128x64,
                                    cb::TileConfig::pingpong_64x128x64, cb::TileConfig::cooperative_128x64x64,
-                                   cb::TileConfig::pingpong_128x128x64_epilogue_64x64,
-                                   cb::TileConfig::cooperative_128x128x64_split_k};
+                                   cb::TileConfig::pingpong_128x128x64_epilogue_64x64};
 
 struct Variant {
   cb::TileConfig tile;
-  cb::TileOrder order;
+  int swizzle;
   const cb::Kernel* kernel;
 };
 
-// The tile orders a configuration runs in: every swizzle asked, and for the split-K configuration
-// every split asked too (the others run unsplit).
-std::vector<cb::TileOrder> orders_of(cb::TileConfig tile, const std::vector<int>& swizzles,
-                                     const std::vector<int>& splits) {
-  std::vector<cb::TileOrder> orders;
-  for (int swizzle : swizzles) {
-    if (!cb::splits_k(tile)) {
-      orders.push_back({swizzle, 1});
-      continue;
-    }
-    for (int split : splits) orders.push_back({swizzle, split});
-  }
-  return orders;
-}
-
-// "coop128x128 s4", "pp128x128c1x2 s1", "pp128x128e64x64 s1", "coop128x128k4 s1": the schedule,
-// the tile, the cluster and the epilogue subtile where the configuration names one, the split of
-// the k loop where it splits it, and the tile order's swizzle.
-std::string variant_name(cb::TileConfig tile, cb::TileOrder order) {
+// "coop128x128 s4", "pp128x128c1x2 s1", "pp128x128e64x64 s1": the schedule, the tile, the cluster
+// and the epilogue subtile where the configuration names one, and the tile order's swizzle.
+std::string variant_name(cb::TileConfig tile, int swizzle) {
   const cb::TileShape shape = cb::tile_shape_of(tile);
   const std::string name = cb::tile_config_name(tile);
   std::string text = (name.rfind("cooperative", 0) == 0 ? "coop" : "pp") + std::to_string(shape.m) + "x" +
@@ -129,8 +111,7 @@ std::string variant_name(cb::TileConfig tile, cb::TileOrder order) {
   }
   const size_t subtile = name.find("epilogue ");
   if (subtile != std::string::npos) text += "e" + name.substr(subtile + std::string("epilogue ").size());
-  if (cb::splits_k(tile)) text += "k" + std::to_string(order.splits);
-  return text + " s" + std::to_string(order.swizzle);
+  return text + " s" + std::to_string(swizzle);
 }
 
 const cb::Kernel* kernel_for_case(const Case& c, cb::TileConfig tile) {
@@ -236,7 +217,6 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row as it is measured, also into a file
   std::string which_shapes = "both", which_cases = "all", csv_path;
   std::vector<int> swizzles = {1, 4, 8};
-  std::vector<int> splits = {2, 4, 8};
   int sets_asked = 0;  // 0: enough operand sets for >= 512 MB (at most 8)
   int idle_ms = 0;
   epigemm_bench::Timing timing;
@@ -260,16 +240,6 @@ int main(int argc, char** argv) {
         swizzles.push_back(swizzle);
       }
     }
-    else if (arg == "--splits") {
-      splits.clear();
-      std::stringstream list(value());
-      std::string item;
-      while (std::getline(list, item, ',')) {
-        const int split = std::atoi(item.c_str());
-        if (split < 1 || split > 64) die("--splits: expected 1 to 64 each");
-        splits.push_back(split);
-      }
-    }
     else if (arg == "--idle-ms") idle_ms = std::max(0, std::atoi(value().c_str()));
     else if (arg == "--sets") sets_asked = std::max(1, std::min(8, std::atoi(value().c_str())));
     else if (arg == "--reps") timing.reps = std::max(1, std::atoi(value().c_str()));
@@ -277,8 +247,7 @@ int main(int argc, char** argv) {
     else if (arg == "--csv") csv_path = value();
     else if (arg == "--help" || arg == "-h") {
       std::printf("epigemm_cutlass_tiles_lab [--shapes public|derive|both|T,I,O;...] [--cases fwd|bwd|all]\n"
-                  "                          [--swizzles 1,4,8] [--splits 2,4,8] [--sets N] [--idle-ms N]\n"
-                  "                          [--reps N] [--warmup N]\n"
+                  "                          [--swizzles 1,4,8] [--sets N] [--idle-ms N] [--reps N] [--warmup N]\n"
                   "                          [--csv FILE]\n");
       return 0;
     } else {
@@ -306,21 +275,17 @@ int main(int argc, char** argv) {
   CUBLAS_LAB_OK(cublasSetStream(blas, stream));
   CUBLAS_LAB_OK(cublasSetWorkspace(blas, cublas_ws.ptr, kCublasWorkspace));
 
-  std::printf("device: %s (%d SMs); bf16; median of %d after %d warm-up calls; operand sets: %s; %s; each variant's time over cuBLAS's plain GEMM (variant: configuration, k<split> where it splits the k loop, s<tile-order swizzle>)\n",
+  std::printf("device: %s (%d SMs); bf16; median of %d after %d warm-up calls; operand sets: %s; %s; each variant's time over cuBLAS's plain GEMM (variant: configuration, s<tile-order swizzle>)\n",
               prop.name, prop.multiProcessorCount, timing.reps, timing.warmup,
               sets_asked > 0 ? std::to_string(sets_asked).c_str() : ">= 512 MB",
               idle_ms > 0 ? ("each call after " + std::to_string(idle_ms) + " ms of an idle GPU").c_str()
                           : "calls back to back");
   std::printf("| shape (tok,in,out) | pass | epilogue | tiles | cuBLAS ms |");
-  size_t columns = 0;
   for (cb::TileConfig t : kConfigs) {
-    for (const cb::TileOrder& order : orders_of(t, swizzles, splits)) {
-      std::printf(" %s |", variant_name(t, order).c_str());
-      ++columns;
-    }
+    for (int swizzle : swizzles) std::printf(" %s |", variant_name(t, swizzle).c_str());
   }
   std::printf(" fastest | rule |\n|---|---|---|---:|---:|");
-  for (size_t i = 0; i < columns; ++i) std::printf("---:|");
+  for (size_t i = 0; i < std::size(kConfigs) * swizzles.size(); ++i) std::printf("---:|");
   std::printf("---|---|\n");
   std::ofstream csv;
   if (!csv_path.empty()) {
@@ -387,7 +352,7 @@ int main(int argc, char** argv) {
         std::vector<Variant> variants;
         for (cb::TileConfig t : kConfigs) {
           if (const cb::Kernel* k = kernel_for_case(c, t)) {
-            for (const cb::TileOrder& order : orders_of(t, swizzles, splits)) variants.push_back({t, order, k});
+            for (int swizzle : swizzles) variants.push_back({t, swizzle, k});
           }
         }
         if (variants.empty()) die(std::string("no kernel for ") + epigemm_epilogue_name(c.epilogue));
@@ -395,9 +360,9 @@ int main(int argc, char** argv) {
         {
           const epigemm::GemmCall probe = call_of(s, forward, c, ops[0], nullptr, 0, stream);
           for (const Variant& v : variants) {
-            const epigemm::Status can = v.kernel->check_can_implement(probe, device, v.order);
+            const epigemm::Status can = v.kernel->check_can_implement(probe, device, cb::TileOrder{v.swizzle});
             if (!can.ok()) die(can.message());
-            workspace_bytes = std::max(workspace_bytes, v.kernel->workspace_bytes(probe, device, v.order));
+            workspace_bytes = std::max(workspace_bytes, v.kernel->workspace_bytes(probe, device, cb::TileOrder{v.swizzle}));
           }
         }
         DeviceBuffer workspace(std::max<size_t>(workspace_bytes, 16));
@@ -409,7 +374,7 @@ int main(int argc, char** argv) {
                 call_of(s, forward, c, ops[size_t(set)], workspace.ptr, workspace_bytes, stream);
             std::unique_ptr<cb::PreparedLaunch> launch;
             const epigemm::Status st =
-                variants[which].kernel->prepare(call, device, variants[which].order, &launch);
+                variants[which].kernel->prepare(call, device, cb::TileOrder{variants[which].swizzle}, &launch);
             if (!st.ok()) die(st.message());
             prepared[which].push_back(std::move(launch));
           }
@@ -432,7 +397,7 @@ int main(int argc, char** argv) {
             std::vector<uint16_t> again = download(ops[0].output->ptr, output_count);
             std::vector<uint16_t> again_vec = download(ops[0].vec->ptr, vec_count);
             if (repeat == 1 && (again != d || (sums && again_vec != vec))) {
-              die(std::string(variants[i].kernel->name) + " (" + variant_name(variants[i].tile, variants[i].order) +
+              die(std::string(variants[i].kernel->name) + " (" + variant_name(variants[i].tile, variants[i].swizzle) +
                   ") gave other bits when launched again");
             }
             d = std::move(again);
@@ -443,11 +408,10 @@ int main(int argc, char** argv) {
             first_vec = std::move(vec);
             continue;
           }
-          // (The swizzle changes no sum; the split does.)
-          const bool same_sums = variants[i].tile == variants[0].tile && variants[i].order.splits == variants[0].order.splits;
-          if (same_sums && (d != first_d || (sums && vec != first_vec))) {
-            die(variant_name(variants[i].tile, variants[i].order) + " is not bitwise equal to " +
-                variant_name(variants[0].tile, variants[0].order) + " (" + variants[i].kernel->name + ")");
+          const bool same_config = variants[i].tile == variants[0].tile;
+          if (same_config && (d != first_d || (sums && vec != first_vec))) {
+            die(variant_name(variants[i].tile, variants[i].swizzle) + " is not bitwise equal to " +
+                variant_name(variants[0].tile, variants[0].swizzle) + " (" + variants[i].kernel->name + ")");
           }
           difference[i] = scaled_difference(d, first_d);
           if (sums) difference[i] = std::max(difference[i], scaled_difference(vec, first_vec));
@@ -471,21 +435,21 @@ int main(int argc, char** argv) {
           if (ms[i + 1] < ms[best + 1]) best = i;
         }
         const epigemm::GemmCall probe = call_of(s, forward, c, ops[0], nullptr, 0, stream);
-        const cb::TileConfig rule_tile = cb::tile_config_for(c.family, probe, device);
-        const std::string rule = variant_name(rule_tile, cb::tile_order_for(probe, device, rule_tile));
+        const std::string rule =
+            variant_name(cb::tile_config_for(c.family, probe, device),
+                         cb::tile_order_for(probe, device, cb::tile_config_for(c.family, probe, device)).swizzle);
         const std::string label = epigemm::epilogue_label(c.epilogue, c.activation);
         std::printf("| %lld,%lld,%lld | %s | %s | %lld | %.4f |", (long long)s.tokens, (long long)s.in,
                     (long long)s.out, forward ? "fprop" : "dgrad", label.c_str(), (long long)tiles, ms[0]);
         size_t k = 0;
         for (cb::TileConfig t : kConfigs) {
-          for (const cb::TileOrder& order : orders_of(t, swizzles, splits)) {
-            if (k < variants.size() && variants[k].tile == t && variants[k].order.swizzle == order.swizzle &&
-                variants[k].order.splits == order.splits) {
+          for (int swizzle : swizzles) {
+            if (k < variants.size() && variants[k].tile == t && variants[k].swizzle == swizzle) {
               std::printf(" %.3f |", ms[k + 1] / ms[0]);
               if (csv.is_open()) {
                 csv << s.tokens << ',' << s.in << ',' << s.out << ',' << (forward ? "fprop" : "dgrad") << ','
                     << epigemm_epilogue_name(c.epilogue) << ',' << epigemm_activation_name(c.activation) << ','
-                    << tiles << ',' << ms[0] << ',' << variant_name(t, order) << ',' << ms[k + 1] << ','
+                    << tiles << ',' << ms[0] << ',' << variant_name(t, swizzle) << ',' << ms[k + 1] << ','
                     << ms[k + 1] / ms[0] << ',' << difference[k] << ',' << rule << '\n';
               }
               ++k;
@@ -494,7 +458,7 @@ int main(int argc, char** argv) {
             }
           }
         }
-        std::printf(" %s | %s |\n", variant_name(variants[best].tile, variants[best].order).c_str(), rule.c_str());
+        std::printf(" %s | %s |\n", variant_name(variants[best].tile, variants[best].swizzle).c_str(), rule.c_str());
         std::fflush(stdout);
       }
     }

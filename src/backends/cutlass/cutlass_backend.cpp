@@ -215,7 +215,7 @@ uint64_t float_word(float value) {
 LaunchKey launch_key(const Kernel* kernel, cutlass_backend::TileOrder order, const GemmCall& call) {
   LaunchKey key;
   key.words = {address_word(kernel),
-               uint64_t(order.swizzle) | uint64_t(order.splits) << 32,
+               uint64_t(order.swizzle),
                uint64_t(call.gemm_m),
                uint64_t(call.gemm_n),
                uint64_t(call.gemm_k),
@@ -384,8 +384,6 @@ const Kernel* kernel_in_family(TileConfig tile, epigemm_dtype_t dtype, OperandLa
       return kernel_if_instantiated<family, TileConfig::pingpong_64x128x64>(dtype, layout, activation);
     case TileConfig::cooperative_128x64x64:
       return kernel_if_instantiated<family, TileConfig::cooperative_128x64x64>(dtype, layout, activation);
-    case TileConfig::cooperative_128x128x64_split_k:
-      return kernel_if_instantiated<family, TileConfig::cooperative_128x128x64_split_k>(dtype, layout, activation);
   }
   return nullptr;
 }

@@ -194,8 +194,8 @@ struct CutlassGemm {
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
       typename Config::KernelSchedule>::CollectiveOp;
 
-  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
-                                                          CollectiveEpilogue, typename Config::TileScheduler>;
+  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>,
+                                                          CollectiveMainloop, CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
   using Arguments = typename Gemm::Arguments;
 
@@ -251,15 +251,6 @@ struct CutlassGemm {
     args.hw_info.device_id = device.device_id;
     args.hw_info.sm_count = device.sm_count;
     args.scheduler.max_swizzle_size = order.swizzle;
-    if constexpr (splits_k(tile)) {
-      // Split-K with the split the rule chose (CUTLASS lowers it to the SM count and to the tile's
-      // k blocks), the partial tiles added in a fixed order: bitwise repeatable.
-      using cutlass::gemm::kernel::detail::DecompositionMode;
-      using cutlass::gemm::kernel::detail::ReductionMode;
-      args.scheduler.splits = order.splits;
-      args.scheduler.decomposition_mode = DecompositionMode::SplitK;
-      args.scheduler.reduction_mode = ReductionMode::Deterministic;
-    }
     return args;
   }
 

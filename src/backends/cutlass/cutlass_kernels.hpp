@@ -59,14 +59,8 @@ struct DeviceFacts {
 // lowers it where the tile grid is narrower), so that the CTAs running at the same time share rows
 // of A and columns of B in L2. It changes which tile runs when, not what any tile computes: D,
 // aux and the bias-gradient sums (added in tile order) are the same for every value.
-//
-// `splits` is for the split-K configuration only (1 for every other): the number of CTAs that
-// share each tile's k loop, each adding its fp32 partial tile in a fixed order (splits_k below).
-// Unlike the swizzle it changes the sums' order, so it is part of what a call computes; it is a
-// pure function of the call like the rest (tile_order_for).
 struct TileOrder {
   int swizzle = 1;
-  int splits = 1;
 };
 
 // A launch of one kernel for one call with the host's part done: CUTLASS's kernel parameters (the
@@ -79,9 +73,10 @@ class PreparedLaunch {
  public:
   virtual ~PreparedLaunch() = default;
   // Enqueues the kernel on `stream` (a cudaStream_t), and for DACT_BGRAD the sum of its partial
-  // row sums after it; where CUTLASS keeps state in its workspace (the split-K scheduler's
-  // barriers), the kernel is preceded by CUTLASS's reset of that state (a cudaMemsetAsync). It may
-  // run again for every call with the same launch key. No allocation, no synchronization.
+  // row sums after it; where CUTLASS keeps state in its workspace (a stream-K scheduler's barriers:
+  // none of the kernels compiled now has any), the kernel is preceded by CUTLASS's reset of that
+  // state (a cudaMemsetAsync). It may run again for every call with the same launch key. No
+  // allocation, no synchronization.
   virtual Status launch(void* stream) = 0;
 };
 
@@ -97,20 +92,15 @@ enum class KernelFamily { linear_combination_bias, forward_activation_aux, backw
 //   pingpong_64x128x64                    each consumer warp group has a 64 x 128 tile of its own
 //   cooperative_128x64x64                 each consumer warp group of two takes half of a 128 x 64 tile
 //                                         (the last two for small forward grids)
-//   cooperative_128x128x64_split_k        the cooperative 128 x 128 tile with each tile's k loop split
-//                                         among TileOrder::splits CTAs (CUTLASS's stream-K scheduler
-//                                         in its split-K mode, partial tiles added in a fixed order):
-//                                         for grids of a few dozen tiles with a long k loop
 // (A 256 x 128 cooperative tile and the ping-pong tile in clusters of two, and the cooperative tile
-// with CUTLASS's stream-K heuristic, were measured and not kept: docs/dev/cutlass_backend.md,
+// with CUTLASS's stream-K scheduler, were measured and not kept: docs/dev/cutlass_backend.md,
 // "Larger tiles and clusters" and "Stream-K".)
 enum class TileConfig {
   cooperative_128x128x64,
   pingpong_128x128x64,
   pingpong_128x128x64_epilogue_64x64,
   pingpong_64x128x64,
-  cooperative_128x64x64,
-  cooperative_128x128x64_split_k
+  cooperative_128x64x64
 };
 
 // One compiled kernel. The call passed to each function has been accepted by validate() and by the

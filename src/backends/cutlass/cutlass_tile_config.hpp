@@ -31,20 +31,6 @@ constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64: return family == KernelFamily::forward_activation_aux;
     case TileConfig::pingpong_64x128x64:
     case TileConfig::cooperative_128x64x64: return family == KernelFamily::forward_activation_aux;
-    case TileConfig::cooperative_128x128x64_split_k: return family != KernelFamily::linear_combination_bias;
-  }
-  return false;
-}
-
-// Whether a configuration splits the k loop of a tile among CTAs (TileOrder::splits).
-constexpr bool splits_k(TileConfig tile) {
-  switch (tile) {
-    case TileConfig::cooperative_128x128x64:
-    case TileConfig::pingpong_128x128x64:
-    case TileConfig::pingpong_128x128x64_epilogue_64x64:
-    case TileConfig::pingpong_64x128x64:
-    case TileConfig::cooperative_128x64x64: return false;
-    case TileConfig::cooperative_128x128x64_split_k: return true;
   }
   return false;
 }
@@ -62,7 +48,6 @@ constexpr TileShape tile_shape_of(TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64: return {128, 128, 1, 1};
     case TileConfig::pingpong_64x128x64: return {64, 128, 1, 1};
     case TileConfig::cooperative_128x64x64: return {128, 64, 1, 1};
-    case TileConfig::cooperative_128x128x64_split_k: return {128, 128, 1, 1};
   }
   return {128, 128, 1, 1};
 }
@@ -133,21 +118,6 @@ inline bool forward_grid_wants_smaller_tiles(const GemmCall& call, const DeviceF
   return call.gemm_k <= kLongestMeasuredK && 2 * tile_grid_of(call).tiles() < 3 * int64_t(device.sm_count);
 }
 
-// How many CTAs share each 128 x 128 tile's k loop on the split-K configuration: as many as keep
-// the split tiles within one wave (SMs / tiles), with each CTA's part at least kMinKBlocks blocks
-// of 64 along gemm_k, and at most kMaxSplits. 1 (no split) where the grid is more than half a wave.
-inline int split_k_for(const GemmCall& call, const DeviceFacts& device) {
-  constexpr int64_t kMinKBlocks = 4, kMaxSplits = 16;
-  const int64_t tiles = std::max<int64_t>(tile_grid_of(call).tiles(), 1);
-  const int64_t by_sms = int64_t(device.sm_count) / tiles;
-  const int64_t by_k = (call.gemm_k + 63) / 64 / kMinKBlocks;
-  return int(std::max<int64_t>(1, std::min(std::min(by_sms, by_k), kMaxSplits)));
-}
-
-//
-// Split-K where a grid has at most half a wave of 128 x 128 tiles and a k loop long enough to
-// share (split_k_for): the experiment of docs/dev/cutlass_backend.md, "Split-K for grids of a few
-// dozen tiles" (measured slower than the cuda backend on every grid it took; not kept).
 //
 // Why the backward threshold (dev/cuda/cutlass_tiles_lab.cu, public and derive shapes, bf16, DACT
 // with gelu_erf and DACT_BGRAD with silu, each over cuBLAS's plain GEMM with the tile order the
@@ -164,11 +134,9 @@ inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, con
                    ? TileConfig::cooperative_128x64x64
                    : TileConfig::pingpong_64x128x64;
       }
-      if (split_k_for(call, device) > 1) return TileConfig::cooperative_128x128x64_split_k;
       return forward_epilogue_wants_larger_subtile(call) ? TileConfig::pingpong_128x128x64_epilogue_64x64
                                                          : TileConfig::pingpong_128x128x64;
     case KernelFamily::backward_activation_bgrad:
-      if (split_k_for(call, device) > 1) return TileConfig::cooperative_128x128x64_split_k;
       return tile_grid_of(call).tiles() >= 2 * int64_t(device.sm_count) ? TileConfig::pingpong_128x128x64
                                                                           : TileConfig::cooperative_128x128x64;
     case KernelFamily::linear_combination_bias: return TileConfig::cooperative_128x128x64;
@@ -220,7 +188,6 @@ inline TileGrid scheduled_grid(const GemmCall& call, const TileShape& tile, int 
 // cooperative DACT(gelu_erf) 1.327 / 1.163 and 1.089 / 0.987; 8 was within 1-2% of 4 either way.
 // Swizzle 2 was not measured by itself; it is taken where 4 would pad and 2 does not.
 inline TileOrder tile_order_for(const GemmCall& call, const DeviceFacts& device, TileConfig config) {
-  if (splits_k(config)) return TileOrder{1, split_k_for(call, device)};
   const TileShape tile = tile_shape_of(config);
   const int64_t tiles = tile_grid_of(call, tile).tiles();
   if (tiles < 2 * int64_t(device.sm_count)) return TileOrder{1};
@@ -314,7 +281,6 @@ inline const char* tile_config_name(TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64: return "pingpong 128x128x64 cluster 1x1x1 epilogue 64x64";
     case TileConfig::pingpong_64x128x64: return "pingpong 64x128x64 cluster 1x1x1";
     case TileConfig::cooperative_128x64x64: return "cooperative 128x64x64 cluster 1x1x1";
-    case TileConfig::cooperative_128x128x64_split_k: return "cooperative 128x128x64 cluster 1x1x1 split-K";
   }
   return "invalid tile configuration";
 }
@@ -327,7 +293,6 @@ inline const char* tile_config_name(TileConfig tile) {
 #include <cutlass/epilogue/collective/collective_builder.hpp>
 #include <cutlass/epilogue/dispatch_policy.hpp>
 #include <cutlass/gemm/dispatch_policy.hpp>
-#include <cutlass/gemm/kernel/tile_scheduler.hpp>
 
 namespace epigemm {
 namespace cutlass_backend {
@@ -344,7 +309,6 @@ struct Cooperative {
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
   using EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto;
-  using TileScheduler = void;  // the persistent data-parallel scheduler: one CTA per tile at a time
 };
 
 // Two consumer warp groups, each with an output tile of its own: while one runs its tile's
@@ -361,18 +325,6 @@ struct Pingpong {
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
   using EpilogueTile = EpilogueTileShape;
-  using TileScheduler = void;
-};
-
-// The cooperative tile with CUTLASS's stream-K scheduler (sm90_tile_scheduler_stream_k.hpp), run
-// in its split-K mode (cutlass_gemm.cuh sets DecompositionMode::SplitK and TileOrder::splits):
-// each tile's k loop is cut into `splits` nearly equal runs of k blocks, one CTA each; the CTAs of
-// a tile add their fp32 partial tiles through the workspace in a fixed order
-// (ReductionMode::Deterministic), and the one with the last run adds its own and runs the
-// epilogue, the DACT_BGRAD row partial sums included, once on the sum.
-template <int kTileM>
-struct CooperativeSplitK : Cooperative<kTileM, 1> {
-  using TileScheduler = cutlass::gemm::StreamKScheduler;
 };
 
 // The CUTLASS types of a TileConfig value. (A cluster of two CTAs along gemm_n computes tiles of
@@ -391,8 +343,6 @@ struct ConfigOf<TileConfig::pingpong_64x128x64>
     : Pingpong<1, cutlass::epilogue::collective::EpilogueTileAuto, 64> {};
 template <>
 struct ConfigOf<TileConfig::cooperative_128x64x64> : Cooperative<128, 1, 64> {};
-template <>
-struct ConfigOf<TileConfig::cooperative_128x128x64_split_k> : CooperativeSplitK<128> {};
 
 // The host's facts (tile_shape_of) and CUTLASS's types must describe the same tiles: the tile
 // order, the tile rule and the row partial sums' layout read the former.
