@@ -20,7 +20,9 @@
 //
 //   epigemm_cutlass_tiles_lab [--shapes public|derive|both|T,I,O;...] [--cases fwd|bwd|all]
 //                             [--swizzles 1,4,8] [--sets N] [--idle-ms N] [--reps N] [--warmup N]
-//                             [--csv FILE]
+//                             [--configs NAME,...] [--csv FILE]
+// --configs: the configurations to run, by the names the table prints without the tile order
+// (coop128x128, pp128x128, pp128x128c2x2, ...; default: all).
 // --sets: how many operand sets the calls rotate among (1-8; default: enough for 512 MB, at most 8);
 // --sets 1 repeats one set, so what fits of it stays in L2 between calls.
 // --idle-ms N: before each timed call, wait for the GPU and then N ms more, so that every call
@@ -89,9 +91,12 @@ const Case kBackwardCases[] = {
     {EPIGEMM_EPILOGUE_DACT, EPIGEMM_ACTIVATION_GELU_ERF, cb::KernelFamily::backward_activation_bgrad},
     {EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_SILU, cb::KernelFamily::backward_activation_bgrad}};
 
-const cb::TileConfig kConfigs[] = {cb::TileConfig::cooperative_128x128x64, cb::TileConfig::pingpong_128x128x64,
-                                   cb::TileConfig::pingpong_64x128x64, cb::TileConfig::cooperative_128x64x64,
-                                   cb::TileConfig::pingpong_128x128x64_epilogue_64x64};
+// Every configuration; --configs picks some of them.
+const cb::TileConfig kAllConfigs[] = {cb::TileConfig::cooperative_128x128x64,
+                                      cb::TileConfig::pingpong_128x128x64,
+                                      cb::TileConfig::pingpong_64x128x64,
+                                      cb::TileConfig::cooperative_128x64x64,
+                                      cb::TileConfig::pingpong_128x128x64_epilogue_64x64};
 
 struct Variant {
   cb::TileConfig tile;
@@ -99,9 +104,9 @@ struct Variant {
   const cb::Kernel* kernel;
 };
 
-// "coop128x128 s4", "pp128x128c1x2 s1", "pp128x128e64x64 s1": the schedule, the tile, the cluster
-// and the epilogue subtile where the configuration names one, and the tile order's swizzle.
-std::string variant_name(cb::TileConfig tile, int swizzle) {
+// "coop128x128", "pp128x128c1x2", "pp128x128e64x64": the schedule, the tile, the cluster and the
+// epilogue subtile where the configuration names one.
+std::string config_name(cb::TileConfig tile) {
   const cb::TileShape shape = cb::tile_shape_of(tile);
   const std::string name = cb::tile_config_name(tile);
   std::string text = (name.rfind("cooperative", 0) == 0 ? "coop" : "pp") + std::to_string(shape.m) + "x" +
@@ -111,8 +116,10 @@ std::string variant_name(cb::TileConfig tile, int swizzle) {
   }
   const size_t subtile = name.find("epilogue ");
   if (subtile != std::string::npos) text += "e" + name.substr(subtile + std::string("epilogue ").size());
-  return text + " s" + std::to_string(swizzle);
+  return text;
 }
+// "coop128x128 s4": the configuration and the tile order's swizzle.
+std::string variant_name(cb::TileConfig tile, int swizzle) { return config_name(tile) + " s" + std::to_string(swizzle); }
 
 const cb::Kernel* kernel_for_case(const Case& c, cb::TileConfig tile) {
   const cb::OperandLayout layout =
@@ -217,6 +224,7 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row as it is measured, also into a file
   std::string which_shapes = "both", which_cases = "all", csv_path;
   std::vector<int> swizzles = {1, 4, 8};
+  std::vector<cb::TileConfig> configs(std::begin(kAllConfigs), std::end(kAllConfigs));
   int sets_asked = 0;  // 0: enough operand sets for >= 512 MB (at most 8)
   int idle_ms = 0;
   epigemm_bench::Timing timing;
@@ -240,6 +248,17 @@ int main(int argc, char** argv) {
         swizzles.push_back(swizzle);
       }
     }
+    else if (arg == "--configs") {
+      configs.clear();
+      std::stringstream list(value());
+      std::string item;
+      while (std::getline(list, item, ',')) {
+        const auto* found = std::find_if(std::begin(kAllConfigs), std::end(kAllConfigs),
+                                         [&](cb::TileConfig t) { return config_name(t) == item; });
+        if (found == std::end(kAllConfigs)) die("--configs: no configuration named \"" + item + "\"");
+        configs.push_back(*found);
+      }
+    }
     else if (arg == "--idle-ms") idle_ms = std::max(0, std::atoi(value().c_str()));
     else if (arg == "--sets") sets_asked = std::max(1, std::min(8, std::atoi(value().c_str())));
     else if (arg == "--reps") timing.reps = std::max(1, std::atoi(value().c_str()));
@@ -248,7 +267,7 @@ int main(int argc, char** argv) {
     else if (arg == "--help" || arg == "-h") {
       std::printf("epigemm_cutlass_tiles_lab [--shapes public|derive|both|T,I,O;...] [--cases fwd|bwd|all]\n"
                   "                          [--swizzles 1,4,8] [--sets N] [--idle-ms N] [--reps N] [--warmup N]\n"
-                  "                          [--csv FILE]\n");
+                  "                          [--configs NAME,...] [--csv FILE]\n");
       return 0;
     } else {
       die("unknown argument \"" + arg + "\" (see --help)");
@@ -281,11 +300,11 @@ int main(int argc, char** argv) {
               idle_ms > 0 ? ("each call after " + std::to_string(idle_ms) + " ms of an idle GPU").c_str()
                           : "calls back to back");
   std::printf("| shape (tok,in,out) | pass | epilogue | tiles | cuBLAS ms |");
-  for (cb::TileConfig t : kConfigs) {
+  for (cb::TileConfig t : configs) {
     for (int swizzle : swizzles) std::printf(" %s |", variant_name(t, swizzle).c_str());
   }
   std::printf(" fastest | rule |\n|---|---|---|---:|---:|");
-  for (size_t i = 0; i < std::size(kConfigs) * swizzles.size(); ++i) std::printf("---:|");
+  for (size_t i = 0; i < configs.size() * swizzles.size(); ++i) std::printf("---:|");
   std::printf("---|---|\n");
   std::ofstream csv;
   if (!csv_path.empty()) {
@@ -350,7 +369,7 @@ int main(int argc, char** argv) {
       const int64_t tiles = ((pass_call.gemm_m + 127) / 128) * ((pass_call.gemm_n + 127) / 128);
       for (const Case& c : pass_cases) {
         std::vector<Variant> variants;
-        for (cb::TileConfig t : kConfigs) {
+        for (cb::TileConfig t : configs) {
           if (const cb::Kernel* k = kernel_for_case(c, t)) {
             for (int swizzle : swizzles) variants.push_back({t, swizzle, k});
           }
@@ -442,7 +461,7 @@ int main(int argc, char** argv) {
         std::printf("| %lld,%lld,%lld | %s | %s | %lld | %.4f |", (long long)s.tokens, (long long)s.in,
                     (long long)s.out, forward ? "fprop" : "dgrad", label.c_str(), (long long)tiles, ms[0]);
         size_t k = 0;
-        for (cb::TileConfig t : kConfigs) {
+        for (cb::TileConfig t : configs) {
           for (int swizzle : swizzles) {
             if (k < variants.size() && variants[k].tile == t && variants[k].swizzle == swizzle) {
               std::printf(" %.3f |", ms[k + 1] / ms[0]);
