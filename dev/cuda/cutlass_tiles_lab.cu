@@ -20,7 +20,7 @@
 //
 //   epigemm_cutlass_tiles_lab [--shapes public|derive|both|T,I,O;...] [--cases fwd|bwd|all]
 //                             [--swizzles 1,4,8] [--sets N] [--idle-ms N] [--reps N] [--warmup N]
-//                             [--configs NAME,...] [--csv FILE]
+//                             [--configs NAME,...] [--sustain-ms N] [--csv FILE]
 // --configs: the configurations to run, by the names the table prints without the tile order
 // (coop128x128, pp128x128, pp128x128c2x2, ...; default: all).
 // --sets: how many operand sets the calls rotate among (1-8; default: enough for 512 MB, at most 8);
@@ -28,6 +28,12 @@
 // --idle-ms N: before each timed call, wait for the GPU and then N ms more, so that every call
 // starts on an idle GPU: at the clock a short burst of work gets, not the lowered clock of
 // sustained load (the H200's SM clock moves between about 1425 and 1980 MHz).
+// --sustain-ms N: afterwards, each of cuBLAS and the variants alone, back to back for about N ms
+// (after one stretch of cuBLAS to bring the GPU to its sustained clock), in order and then in
+// reverse order, the two stretches averaged: the time per call, the mean SM clock and power
+// (NVML, sampled every 5 ms) and the energy per call (NVML's energy counter): what each kernel
+// costs at the clock the GPU grants it under sustained load. Printed as a second table at the
+// end, and written beside --csv with "-sustained" before its extension.
 // Each variant is timed as the backend runs a repeated call: its launch prepared once per operand
 // set (CUTLASS's parameters and TMA descriptors), then enqueued.
 #include <cublas_v2.h>
@@ -56,6 +62,7 @@
 #include "core/names.hpp"
 #include "harness/cuda_timing.cuh"
 #include "harness/layer_shapes.hpp"
+#include "nvml_energy.hpp"
 
 namespace {
 
@@ -96,7 +103,10 @@ const cb::TileConfig kAllConfigs[] = {cb::TileConfig::cooperative_128x128x64,
                                       cb::TileConfig::pingpong_128x128x64,
                                       cb::TileConfig::pingpong_64x128x64,
                                       cb::TileConfig::cooperative_128x64x64,
-                                      cb::TileConfig::pingpong_128x128x64_epilogue_64x64};
+                                      cb::TileConfig::pingpong_128x128x64_epilogue_64x64,
+                                      cb::TileConfig::pingpong_128x128x64_cluster_1x2,
+                                      cb::TileConfig::pingpong_128x128x64_cluster_2x1,
+                                      cb::TileConfig::pingpong_128x128x64_cluster_2x2};
 
 struct Variant {
   cb::TileConfig tile;
@@ -227,6 +237,7 @@ int main(int argc, char** argv) {
   std::vector<cb::TileConfig> configs(std::begin(kAllConfigs), std::end(kAllConfigs));
   int sets_asked = 0;  // 0: enough operand sets for >= 512 MB (at most 8)
   int idle_ms = 0;
+  int sustain_ms = 0;
   epigemm_bench::Timing timing;
   timing.reps = 20;
   timing.warmup = 3;
@@ -260,6 +271,7 @@ int main(int argc, char** argv) {
       }
     }
     else if (arg == "--idle-ms") idle_ms = std::max(0, std::atoi(value().c_str()));
+    else if (arg == "--sustain-ms") sustain_ms = std::max(0, std::atoi(value().c_str()));
     else if (arg == "--sets") sets_asked = std::max(1, std::min(8, std::atoi(value().c_str())));
     else if (arg == "--reps") timing.reps = std::max(1, std::atoi(value().c_str()));
     else if (arg == "--warmup") timing.warmup = std::max(0, std::atoi(value().c_str()));
@@ -267,7 +279,7 @@ int main(int argc, char** argv) {
     else if (arg == "--help" || arg == "-h") {
       std::printf("epigemm_cutlass_tiles_lab [--shapes public|derive|both|T,I,O;...] [--cases fwd|bwd|all]\n"
                   "                          [--swizzles 1,4,8] [--sets N] [--idle-ms N] [--reps N] [--warmup N]\n"
-                  "                          [--configs NAME,...] [--csv FILE]\n");
+                  "                          [--configs NAME,...] [--sustain-ms N] [--csv FILE]\n");
       return 0;
     } else {
       die("unknown argument \"" + arg + "\" (see --help)");
@@ -310,6 +322,19 @@ int main(int argc, char** argv) {
   if (!csv_path.empty()) {
     csv.open(csv_path);
     csv << "tokens,in,out,pass,epilogue,activation,tiles,cublas_ms,variant,ms,ratio,scaled_difference,rule\n";
+  }
+  // --sustain-ms: NVML, and the second table's rows (printed at the end) and CSV.
+  epigemm_lab::NvmlEnergy nvml(device_id);
+  if (sustain_ms > 0 && !nvml.available()) die("--sustain-ms: NVML is not available: " + nvml.why_not());
+  std::vector<std::string> sustained_rows;
+  std::ofstream sustained_csv;
+  if (sustain_ms > 0 && !csv_path.empty()) {
+    const size_t dot = csv_path.rfind('.');
+    const std::string path = dot == std::string::npos ? csv_path + "-sustained"
+                                                      : csv_path.substr(0, dot) + "-sustained" + csv_path.substr(dot);
+    sustained_csv.open(path);
+    sustained_csv << "tokens,in,out,pass,epilogue,activation,tiles,variant,calls,ms_per_call,ratio,sm_mhz,watts,"
+                     "mj_per_call,energy_ratio\n";
   }
 
   for (const Shape& s : parse_shapes(which_shapes)) {
@@ -479,8 +504,77 @@ int main(int argc, char** argv) {
         }
         std::printf(" %s | %s |\n", variant_name(variants[best].tile, variants[best].swizzle).c_str(), rule.c_str());
         std::fflush(stdout);
+        if (sustain_ms > 0) {
+          // Each function alone for about sustain_ms, in order and then in reverse (the GPU's clock
+          // and temperature drift over the run), after a stretch of cuBLAS that brings the GPU to
+          // its sustained clock; the two stretches of each averaged.
+          struct Stretch {
+            int calls = 0;
+            double ms = 0, mhz = 0, watts = 0, mj = 0;
+          };
+          auto stretch = [&](size_t f) {
+            const int calls = std::max(1, int(double(sustain_ms) / std::max(ms[f], 1e-3)));
+            EPIGEMM_BENCH_CUDA_OK(cudaStreamSynchronize(stream));
+            cudaEvent_t begin = nullptr, end = nullptr;
+            EPIGEMM_BENCH_CUDA_OK(cudaEventCreate(&begin));
+            EPIGEMM_BENCH_CUDA_OK(cudaEventCreate(&end));
+            const unsigned long long energy_before = nvml.total_energy_mj();
+            epigemm_lab::ClockPowerSampler sampler(nvml, std::chrono::milliseconds(5));
+            EPIGEMM_BENCH_CUDA_OK(cudaEventRecord(begin, stream));
+            for (int i = 0; i < calls; ++i) fns[f](i);
+            EPIGEMM_BENCH_CUDA_OK(cudaEventRecord(end, stream));
+            EPIGEMM_BENCH_CUDA_OK(cudaStreamSynchronize(stream));
+            sampler.stop();
+            const unsigned long long energy_after = nvml.total_energy_mj();
+            float elapsed = 0;
+            EPIGEMM_BENCH_CUDA_OK(cudaEventElapsedTime(&elapsed, begin, end));
+            cudaEventDestroy(begin);
+            cudaEventDestroy(end);
+            return Stretch{calls, double(elapsed) / calls, sampler.mean_clock_mhz(), sampler.mean_power_w(),
+                           double(energy_after - energy_before) / calls};
+          };
+          stretch(0);  // to the sustained clock
+          std::vector<Stretch> sums(fns.size());
+          std::vector<size_t> order(fns.size());
+          for (size_t f = 0; f < fns.size(); ++f) order[f] = f;
+          for (int pass = 0; pass < 2; ++pass) {
+            for (size_t f : order) {
+              const Stretch one = stretch(f);
+              sums[f].calls += one.calls;
+              sums[f].ms += one.ms / 2;
+              sums[f].mhz += one.mhz / 2;
+              sums[f].watts += one.watts / 2;
+              sums[f].mj += one.mj / 2;
+            }
+            std::reverse(order.begin(), order.end());
+          }
+          for (size_t f = 0; f < fns.size(); ++f) {
+            const std::string name = f == 0 ? "cuBLAS" : variant_name(variants[f - 1].tile, variants[f - 1].swizzle);
+            char row[512];
+            std::snprintf(row, sizeof(row), "| %lld,%lld,%lld | %s | %s | %s | %d | %.4f | %.3f | %.0f | %.0f | %.1f | %.3f |",
+                          (long long)s.tokens, (long long)s.in, (long long)s.out, forward ? "fprop" : "dgrad",
+                          label.c_str(), name.c_str(), sums[f].calls, sums[f].ms, sums[f].ms / sums[0].ms, sums[f].mhz,
+                          sums[f].watts, sums[f].mj, sums[f].mj / sums[0].mj);
+            sustained_rows.push_back(row);
+            if (sustained_csv.is_open()) {
+              sustained_csv << s.tokens << ',' << s.in << ',' << s.out << ',' << (forward ? "fprop" : "dgrad") << ','
+                            << epigemm_epilogue_name(c.epilogue) << ',' << epigemm_activation_name(c.activation)
+                            << ',' << tiles << ',' << name << ',' << sums[f].calls << ',' << sums[f].ms << ','
+                            << sums[f].ms / sums[0].ms << ',' << sums[f].mhz << ',' << sums[f].watts << ','
+                            << sums[f].mj << ',' << sums[f].mj / sums[0].mj << '\n';
+            }
+          }
+        }
       }
     }
+  }
+  if (!sustained_rows.empty()) {
+    std::printf("\nSustained: each alone, back to back for about %d ms, in order and in reverse (the two averaged); "
+                "ratio and energy ratio over cuBLAS's\n",
+                sustain_ms);
+    std::printf("| shape (tok,in,out) | pass | epilogue | kernel | calls | ms/call | ratio | SM MHz | W | mJ/call | energy ratio |\n"
+                "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (const std::string& row : sustained_rows) std::printf("%s\n", row.c_str());
   }
   cublasDestroy(blas);
   cudaStreamDestroy(stream);
