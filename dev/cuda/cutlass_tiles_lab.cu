@@ -31,7 +31,7 @@
 // --sustain-ms N: afterwards, each of cuBLAS and the variants alone, back to back for about N ms
 // (after one stretch of cuBLAS to bring the GPU to its sustained clock), in order and then in
 // reverse order, the two stretches averaged: the time per call, the mean SM clock and power
-// (NVML, sampled every 5 ms) and the energy per call (NVML's energy counter): what each kernel
+// (NVML, sampled every 5 ms) and the energy per call (that power times the time): what each kernel
 // costs at the clock the GPU grants it under sustained load. Printed as a second table at the
 // end, and written beside --csv with "-sustained" before its extension.
 // Each variant is timed as the backend runs a repeated call: its launch prepared once per operand
@@ -62,7 +62,7 @@
 #include "core/names.hpp"
 #include "harness/cuda_timing.cuh"
 #include "harness/layer_shapes.hpp"
-#include "nvml_energy.hpp"
+#include "nvml_clock_power.hpp"
 
 namespace {
 
@@ -103,10 +103,7 @@ const cb::TileConfig kAllConfigs[] = {cb::TileConfig::cooperative_128x128x64,
                                       cb::TileConfig::pingpong_128x128x64,
                                       cb::TileConfig::pingpong_64x128x64,
                                       cb::TileConfig::cooperative_128x64x64,
-                                      cb::TileConfig::pingpong_128x128x64_epilogue_64x64,
-                                      cb::TileConfig::pingpong_128x128x64_cluster_1x2,
-                                      cb::TileConfig::pingpong_128x128x64_cluster_2x1,
-                                      cb::TileConfig::pingpong_128x128x64_cluster_2x2};
+                                      cb::TileConfig::pingpong_128x128x64_epilogue_64x64};
 
 struct Variant {
   cb::TileConfig tile;
@@ -324,7 +321,7 @@ int main(int argc, char** argv) {
     csv << "tokens,in,out,pass,epilogue,activation,tiles,cublas_ms,variant,ms,ratio,scaled_difference,rule\n";
   }
   // --sustain-ms: NVML, and the second table's rows (printed at the end) and CSV.
-  epigemm_lab::NvmlEnergy nvml(device_id);
+  epigemm_lab::NvmlClockPower nvml(device_id);
   if (sustain_ms > 0 && !nvml.available()) die("--sustain-ms: NVML is not available: " + nvml.why_not());
   std::vector<std::string> sustained_rows;
   std::ofstream sustained_csv;
@@ -518,20 +515,19 @@ int main(int argc, char** argv) {
             cudaEvent_t begin = nullptr, end = nullptr;
             EPIGEMM_BENCH_CUDA_OK(cudaEventCreate(&begin));
             EPIGEMM_BENCH_CUDA_OK(cudaEventCreate(&end));
-            const unsigned long long energy_before = nvml.total_energy_mj();
             epigemm_lab::ClockPowerSampler sampler(nvml, std::chrono::milliseconds(5));
             EPIGEMM_BENCH_CUDA_OK(cudaEventRecord(begin, stream));
             for (int i = 0; i < calls; ++i) fns[f](i);
             EPIGEMM_BENCH_CUDA_OK(cudaEventRecord(end, stream));
             EPIGEMM_BENCH_CUDA_OK(cudaStreamSynchronize(stream));
             sampler.stop();
-            const unsigned long long energy_after = nvml.total_energy_mj();
             float elapsed = 0;
             EPIGEMM_BENCH_CUDA_OK(cudaEventElapsedTime(&elapsed, begin, end));
             cudaEventDestroy(begin);
             cudaEventDestroy(end);
-            return Stretch{calls, double(elapsed) / calls, sampler.mean_clock_mhz(), sampler.mean_power_w(),
-                           double(energy_after - energy_before) / calls};
+            const double ms_per_call = double(elapsed) / calls;
+            return Stretch{calls, ms_per_call, sampler.mean_clock_mhz(), sampler.mean_power_w(),
+                           sampler.mean_power_w() * ms_per_call};
           };
           stretch(0);  // to the sustained clock
           std::vector<Stretch> sums(fns.size());

@@ -31,9 +31,6 @@ constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64: return family == KernelFamily::forward_activation_aux;
     case TileConfig::pingpong_64x128x64:
     case TileConfig::cooperative_128x64x64: return family == KernelFamily::forward_activation_aux;
-    case TileConfig::pingpong_128x128x64_cluster_1x2:
-    case TileConfig::pingpong_128x128x64_cluster_2x1:
-    case TileConfig::pingpong_128x128x64_cluster_2x2: return family != KernelFamily::linear_combination_bias;
   }
   return false;
 }
@@ -51,9 +48,6 @@ constexpr TileShape tile_shape_of(TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64: return {128, 128, 1, 1};
     case TileConfig::pingpong_64x128x64: return {64, 128, 1, 1};
     case TileConfig::cooperative_128x64x64: return {128, 64, 1, 1};
-    case TileConfig::pingpong_128x128x64_cluster_1x2: return {128, 128, 1, 2};
-    case TileConfig::pingpong_128x128x64_cluster_2x1: return {128, 128, 2, 1};
-    case TileConfig::pingpong_128x128x64_cluster_2x2: return {128, 128, 2, 2};
   }
   return {128, 128, 1, 1};
 }
@@ -287,9 +281,6 @@ inline const char* tile_config_name(TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64: return "pingpong 128x128x64 cluster 1x1x1 epilogue 64x64";
     case TileConfig::pingpong_64x128x64: return "pingpong 64x128x64 cluster 1x1x1";
     case TileConfig::cooperative_128x64x64: return "cooperative 128x64x64 cluster 1x1x1";
-    case TileConfig::pingpong_128x128x64_cluster_1x2: return "pingpong 128x128x64 cluster 1x2x1";
-    case TileConfig::pingpong_128x128x64_cluster_2x1: return "pingpong 128x128x64 cluster 2x1x1";
-    case TileConfig::pingpong_128x128x64_cluster_2x2: return "pingpong 128x128x64 cluster 2x2x1";
   }
   return "invalid tile configuration";
 }
@@ -327,11 +318,10 @@ struct Cooperative {
 // for the 64-row tile of small grids). The epilogue walks
 // the tile in subtiles of EpilogueTile: CUTLASS's choice (EpilogueTileAuto, 64 x 32: 16 elements a
 // thread between a shared-memory barrier and the subtile's TMA store) or a shape given.
-template <int kClusterN, class EpilogueTileShape = cutlass::epilogue::collective::EpilogueTileAuto, int kTileM = 128,
-          int kClusterM = 1>
+template <int kClusterN, class EpilogueTileShape = cutlass::epilogue::collective::EpilogueTileAuto, int kTileM = 128>
 struct Pingpong {
   using TileShape = cute::Shape<cute::Int<kTileM>, cute::_128, cute::_64>;
-  using ClusterShape = cute::Shape<cute::Int<kClusterM>, cute::Int<kClusterN>, cute::_1>;
+  using ClusterShape = cute::Shape<cute::_1, cute::Int<kClusterN>, cute::_1>;
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
   using EpilogueTile = EpilogueTileShape;
@@ -353,14 +343,6 @@ struct ConfigOf<TileConfig::pingpong_64x128x64>
     : Pingpong<1, cutlass::epilogue::collective::EpilogueTileAuto, 64> {};
 template <>
 struct ConfigOf<TileConfig::cooperative_128x64x64> : Cooperative<128, 1, 64> {};
-template <>
-struct ConfigOf<TileConfig::pingpong_128x128x64_cluster_1x2> : Pingpong<2> {};
-template <>
-struct ConfigOf<TileConfig::pingpong_128x128x64_cluster_2x1>
-    : Pingpong<1, cutlass::epilogue::collective::EpilogueTileAuto, 128, 2> {};
-template <>
-struct ConfigOf<TileConfig::pingpong_128x128x64_cluster_2x2>
-    : Pingpong<2, cutlass::epilogue::collective::EpilogueTileAuto, 128, 2> {};
 
 // The host's facts (tile_shape_of) and CUTLASS's types must describe the same tiles: the tile
 // order, the tile rule and the row partial sums' layout read the former.
