@@ -31,7 +31,6 @@ constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64: return family == KernelFamily::forward_activation_aux;
     case TileConfig::pingpong_64x128x64:
     case TileConfig::cooperative_128x64x64: return family == KernelFamily::forward_activation_aux;
-    case TileConfig::cooperative_256x128x64_cluster_1x2: return family != KernelFamily::linear_combination_bias;
   }
   return false;
 }
@@ -49,7 +48,6 @@ constexpr TileShape tile_shape_of(TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64: return {128, 128, 1, 1};
     case TileConfig::pingpong_64x128x64: return {64, 128, 1, 1};
     case TileConfig::cooperative_128x64x64: return {128, 64, 1, 1};
-    case TileConfig::cooperative_256x128x64_cluster_1x2: return {256, 128, 1, 2};
   }
   return {128, 128, 1, 1};
 }
@@ -283,7 +281,6 @@ inline const char* tile_config_name(TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64: return "pingpong 128x128x64 cluster 1x1x1 epilogue 64x64";
     case TileConfig::pingpong_64x128x64: return "pingpong 64x128x64 cluster 1x1x1";
     case TileConfig::cooperative_128x64x64: return "cooperative 128x64x64 cluster 1x1x1";
-    case TileConfig::cooperative_256x128x64_cluster_1x2: return "cooperative 256x128x64 cluster 1x2x1";
   }
   return "invalid tile configuration";
 }
@@ -346,8 +343,6 @@ struct ConfigOf<TileConfig::pingpong_64x128x64>
     : Pingpong<1, cutlass::epilogue::collective::EpilogueTileAuto, 64> {};
 template <>
 struct ConfigOf<TileConfig::cooperative_128x64x64> : Cooperative<128, 1, 64> {};
-template <>
-struct ConfigOf<TileConfig::cooperative_256x128x64_cluster_1x2> : Cooperative<256, 2> {};
 
 // The host's facts (tile_shape_of) and CUTLASS's types must describe the same tiles: the tile
 // order, the tile rule and the row partial sums' layout read the former.
