@@ -100,7 +100,8 @@ enum class TileConfig {
   pingpong_128x128x64,
   pingpong_128x128x64_epilogue_64x64,
   pingpong_64x128x64,
-  cooperative_128x64x64
+  cooperative_128x64x64,
+  cooperative_256x128x64_cluster_1x2
 };
 
 // One compiled kernel. The call passed to each function has been accepted by validate() and by the

@@ -21,7 +21,8 @@ namespace cutlass_backend {
 // nothing more. DEFAULT and BIAS run cooperative; the activation epilogues, which have an epilogue
 // to hide (an aux store or an aux load; docs/dev/cutlass_backend.md, "Tile configurations"), run
 // ping-pong, the backward ones cooperative on small grids, the forward ones with the 64 x 64
-// epilogue subtile where gemm_k is short and on tiles of half the size on small grids. Each
+// epilogue subtile where gemm_k is short and on tiles of half the size on small grids; both on a
+// 256 x 128 cooperative tile in clusters of two where gemm_k is long and the grid large. Each
 // instantiated configuration costs about 4 s of nvcc per kernel and 45 s per translation unit (one
 // per family and configuration).
 constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
@@ -31,6 +32,7 @@ constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64: return family == KernelFamily::forward_activation_aux;
     case TileConfig::pingpong_64x128x64:
     case TileConfig::cooperative_128x64x64: return family == KernelFamily::forward_activation_aux;
+    case TileConfig::cooperative_256x128x64_cluster_1x2: return family != KernelFamily::linear_combination_bias;
   }
   return false;
 }
@@ -48,6 +50,7 @@ constexpr TileShape tile_shape_of(TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64: return {128, 128, 1, 1};
     case TileConfig::pingpong_64x128x64: return {64, 128, 1, 1};
     case TileConfig::cooperative_128x64x64: return {128, 64, 1, 1};
+    case TileConfig::cooperative_256x128x64_cluster_1x2: return {256, 128, 1, 2};
   }
   return {128, 128, 1, 1};
 }
@@ -64,11 +67,13 @@ inline TileGrid tile_grid_of(const GemmCall& call, const TileShape& tile) {
 // configuration then runs it.
 inline TileGrid tile_grid_of(const GemmCall& call) { return tile_grid_of(call, TileShape{128, 128, 1, 1}); }
 
-// The rule: DEFAULT and BIAS cooperative; the forward activation epilogues ping-pong, with the
-// 64 x 64 epilogue subtile for silu and the GELUs where gemm_k is at most 1024, and on grids under
-// 1.5 waves of 128 x 128 tiles with gemm_k at most 1024 on the smaller tiles
-// (forward_grid_wants_smaller_tiles); the backward ones ping-pong from two waves of tiles on (2 x
-// the SM count), cooperative below.
+// The rule: DEFAULT and BIAS cooperative; the activation epilogues, forward and backward, on the
+// cooperative 256 x 128 tile in clusters of 1 x 2 where gemm_k is at least 8192 and the grid at
+// least 15 waves of 128 x 128 tiles (long_grid_wants_wide_tile); elsewhere the forward ones
+// ping-pong, with the 64 x 64 epilogue subtile for silu and the GELUs where gemm_k is at most
+// 1024, and on grids under 1.5 waves of 128 x 128 tiles with gemm_k at most 1024 on the smaller
+// tiles (forward_grid_wants_smaller_tiles); the backward ones ping-pong from two waves of tiles on
+// (2 x the SM count), cooperative below.
 //
 // Why the forward subtile (docs/dev/cutlass_backend.md, "The forward epilogue's subtile"): where
 // gemm_k is short, a tile's main loop is too short to hide the other warp group's epilogue when
@@ -118,6 +123,27 @@ inline bool forward_grid_wants_smaller_tiles(const GemmCall& call, const DeviceF
   return call.gemm_k <= kLongestMeasuredK && 2 * tile_grid_of(call).tiles() < 3 * int64_t(device.sm_count);
 }
 
+// Why the cooperative 256 x 128 tile in clusters of 1 x 2 on long calls with many tiles
+// (docs/dev/cutlass_backend.md, "The 256 x 128 tile under sustained load"): there the GPU runs at
+// its power limit, and the clock it grants a kernel falls with the data the kernel moves per
+// multiply-add. The 128 x 128 ping-pong tiles read about twice what cuBLAS's 256 x 128 tiles with
+// A's tile multicast to the cluster read from L2 and DRAM; per cycle they are as fast, per joule
+// not. Measured on the H200 (bf16, 2026-12-04 03:23-03:27 UTC, the tiles lab, each kernel alone
+// back to back for 0.7 s, over cuBLAS's plain GEMM of the call): the forward pass of
+// 8192,16384,4096 (gemm_k 16384, 2048 tiles of 128 x 128) with ACT_BIAS(relu), ACT_BIAS(silu),
+// ACT_AUX_BIAS(relu) and ACT_AUX_BIAS(gelu_erf) 1.043-1.063 on this tile at 1442-1458 MHz against
+// 1.079-1.119 on the ping-pong one at 1328-1377 MHz; of 16384,8192,28672 (gemm_k 8192, 28672
+// tiles) 1.030-1.064 against 1.060-1.161; the dgrad of 8192,4096,16384 and 16384,28672,8192
+// (DACT(gelu_erf), DACT_BGRAD(silu)) 1.052-1.065 against 1.084-1.155. At the full clock (each
+// call after 200 ms idle) 0.995-1.085 against 1.014-1.098. The rule keeps to what was measured:
+// gemm_k from 8192 and at least 15 waves of 128 x 128 tiles. Below that the epilogue, which this
+// cooperative kernel does not hide, weighs more (interleaved with cuBLAS, 2026-12-02 09:44 UTC, on
+// 8192,4096,16384's forward, gemm_k 4096: 1.059 against the ping-pong tile's 0.943).
+inline bool long_grid_wants_wide_tile(const GemmCall& call, const DeviceFacts& device) {
+  constexpr int64_t kShortestMeasuredK = 8192, kFewestMeasuredWaves = 15;
+  return call.gemm_k >= kShortestMeasuredK && tile_grid_of(call).tiles() >= kFewestMeasuredWaves * int64_t(device.sm_count);
+}
+
 //
 // Why the backward threshold (dev/cuda/cutlass_tiles_lab.cu, public and derive shapes, bf16, DACT
 // with gelu_erf and DACT_BGRAD with silu, each over cuBLAS's plain GEMM with the tile order the
@@ -129,6 +155,7 @@ inline bool forward_grid_wants_smaller_tiles(const GemmCall& call, const DeviceF
 inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, const DeviceFacts& device) {
   switch (family) {
     case KernelFamily::forward_activation_aux:
+      if (long_grid_wants_wide_tile(call, device)) return TileConfig::cooperative_256x128x64_cluster_1x2;
       if (forward_grid_wants_smaller_tiles(call, device)) {
         return tile_grid_of(call, tile_shape_of(TileConfig::cooperative_128x64x64)).tiles() <= int64_t(device.sm_count)
                    ? TileConfig::cooperative_128x64x64
@@ -137,6 +164,7 @@ inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, con
       return forward_epilogue_wants_larger_subtile(call) ? TileConfig::pingpong_128x128x64_epilogue_64x64
                                                          : TileConfig::pingpong_128x128x64;
     case KernelFamily::backward_activation_bgrad:
+      if (long_grid_wants_wide_tile(call, device)) return TileConfig::cooperative_256x128x64_cluster_1x2;
       return tile_grid_of(call).tiles() >= 2 * int64_t(device.sm_count) ? TileConfig::pingpong_128x128x64
                                                                           : TileConfig::cooperative_128x128x64;
     case KernelFamily::linear_combination_bias: return TileConfig::cooperative_128x128x64;
@@ -281,6 +309,7 @@ inline const char* tile_config_name(TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64: return "pingpong 128x128x64 cluster 1x1x1 epilogue 64x64";
     case TileConfig::pingpong_64x128x64: return "pingpong 64x128x64 cluster 1x1x1";
     case TileConfig::cooperative_128x64x64: return "cooperative 128x64x64 cluster 1x1x1";
+    case TileConfig::cooperative_256x128x64_cluster_1x2: return "cooperative 256x128x64 cluster 1x2x1";
   }
   return "invalid tile configuration";
 }
@@ -343,6 +372,8 @@ struct ConfigOf<TileConfig::pingpong_64x128x64>
     : Pingpong<1, cutlass::epilogue::collective::EpilogueTileAuto, 64> {};
 template <>
 struct ConfigOf<TileConfig::cooperative_128x64x64> : Cooperative<128, 1, 64> {};
+template <>
+struct ConfigOf<TileConfig::cooperative_256x128x64_cluster_1x2> : Cooperative<256, 2> {};
 
 // The host's facts (tile_shape_of) and CUTLASS's types must describe the same tiles: the tile
 // order, the tile rule and the row partial sums' layout read the former.
