@@ -6,6 +6,8 @@
 //     multiples of the 128 x 128 tile, with alpha and beta, and the backend checked to have run
 //     the call itself (not declined it);
 //   - a grid smaller than the SM count and one larger (the persistent scheduler's loop);
+//   - the kernels of a configuration that the rule takes only on very large calls, called directly
+//     on small shapes;
 //   - D, aux and the bias gradient bitwise repeatable across runs and across two contexts;
 //   - calls captured into a CUDA graph and replayed (no allocation, no synchronization);
 //   - a prepared launch repeated only for the call it was made for (a decoy call first, in the same
@@ -588,6 +590,8 @@ TEST(CutlassBackend, GridSmallerThanTheSmCount) {
 // multiples of the tile; ACT_AUX_BIAS (each kernel also runs ACT, ACT_BIAS and ACT_AUX, with the
 // bias or aux node switched off), and ACT on the two smaller grids. On another SM count the rule
 // may pick other kernels for these shapes; the test then still checks them against the reference.
+// (The 256 x 128 tile, which the rule takes only on calls too large for the reference, is
+// WideTileInClustersOfTwo's.)
 TEST(CutlassBackend, ForwardKernelsOfEveryTileConfiguration) {
   Context ctx;
   EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);
