@@ -92,9 +92,13 @@ enum class KernelFamily { linear_combination_bias, forward_activation_aux, backw
 //   pingpong_64x128x64                    each consumer warp group has a 64 x 128 tile of its own
 //   cooperative_128x64x64                 each consumer warp group of two takes half of a 128 x 64 tile
 //                                         (the last two for small forward grids)
-// (A 256 x 128 cooperative tile and the ping-pong tile in clusters of two, and the cooperative tile
-// with CUTLASS's stream-K scheduler, were measured and not kept: docs/dev/cutlass_backend.md,
-// "Larger tiles and clusters" and "Stream-K".)
+//   cooperative_256x128x64_cluster_1x2    each consumer warp group of two takes half of a 256 x 128
+//                                         tile, two CTAs along gemm_n sharing A's tile (multicast);
+//                                         for long calls on large grids
+// (The ping-pong tile in clusters, and the cooperative tile with CUTLASS's stream-K scheduler or
+// split-K, were measured and not kept: docs/dev/cutlass_backend.md, "Larger tiles and clusters",
+// "Stream-K", "Split-K for grids of a few dozen tiles" and "The large grids at the full clock and
+// at the power limit".)
 enum class TileConfig {
   cooperative_128x128x64,
   pingpong_128x128x64,

@@ -358,7 +358,8 @@ struct Pingpong {
 
 // The CUTLASS types of a TileConfig value. (A cluster of two CTAs along gemm_n computes tiles of
 // the same rows of D, and loads A's tile once for both through TMA multicast: Cooperative<256, 2>
-// and Pingpong<2> were measured, docs/dev/cutlass_backend.md, "Larger tiles and clusters".)
+// runs long calls on large grids, "The 256 x 128 tile under sustained load" in
+// docs/dev/cutlass_backend.md; Pingpong<2> was measured and not kept, "Larger tiles and clusters".)
 template <TileConfig tile>
 struct ConfigOf;
 template <>
