@@ -269,8 +269,7 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
   int found = 0;
   for (cb::TileConfig tile : {cb::TileConfig::cooperative_128x128x64, cb::TileConfig::pingpong_128x128x64,
                               cb::TileConfig::pingpong_128x128x64_epilogue_64x64, cb::TileConfig::pingpong_64x128x64,
-                              cb::TileConfig::cooperative_128x64x64, cb::TileConfig::cooperative_256x128x64_cluster_1x2,
-                              cb::TileConfig::cooperative_256x128x64_cluster_1x2_epilogue_128x16}) {
+                              cb::TileConfig::cooperative_128x64x64, cb::TileConfig::cooperative_256x128x64_cluster_1x2}) {
     const std::string config = cb::tile_config_name(tile);
     const bool bias_family = cb::instantiated_in(KernelFamily::linear_combination_bias, tile);
     const bool forward_family = cb::instantiated_in(KernelFamily::forward_activation_aux, tile);
@@ -319,8 +318,8 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
   // Cooperative: 8 linear_combination_bias + 10 backward; ping-pong: 10 forward + 10 backward;
   // ping-pong with the 64 x 64 epilogue subtile: 10 forward; the ping-pong 64 x 128 and the
   // cooperative 128 x 64 tiles: 10 forward each; the cooperative 256 x 128 tile in clusters of
-  // two, with either epilogue subtile: 10 forward + 10 backward each.
-  EXPECT_EQ(found, 108);
+  // two: 10 forward + 10 backward.
+  EXPECT_EQ(found, 88);
 }
 // The tile order is a pure function of the call's tile grid in the configuration's tiles and the
 // SM count: runs of 4 (else 2) tiles from two waves of tiles on, where CUTLASS's rounding of the
@@ -404,21 +403,16 @@ TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 263, 128), coop);  // 263 tiles
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 128, 128 * 64), pingpong);
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 128, 128 * 64, 64), pingpong);  // no subtile rule
-  // gemm_k from 8192 on grids of at least 7.5 waves (990 tiles on 132 SMs): the cooperative
-  // 256 x 128 tile in clusters of two, in both activation families; with the 128 x 16 epilogue
-  // subtile under 60 waves (7920 tiles), CUTLASS's 128 x 32 from there on.
-  const cb::TileConfig wide = cb::TileConfig::cooperative_256x128x64_cluster_1x2,
-                       wide_small_subtile = cb::TileConfig::cooperative_256x128x64_cluster_1x2_epilogue_128x16;
+  // gemm_k from 8192 on grids of at least 15 waves (1980 tiles on 132 SMs): the cooperative
+  // 256 x 128 tile in clusters of two, in both activation families.
+  const cb::TileConfig wide = cb::TileConfig::cooperative_256x128x64_cluster_1x2;
   for (KernelFamily family : {KernelFamily::forward_activation_aux, KernelFamily::backward_activation_bgrad}) {
-    EXPECT_EQ(config(family, 128 * 32, 128 * 64, 16384), wide_small_subtile);  // 8192,16384,4096's forward: 2048 tiles
-    EXPECT_EQ(config(family, 128 * 32, 128 * 32, 11008), wide_small_subtile);  // 4096,11008,4096's forward: 1024 tiles
-    EXPECT_EQ(config(family, 128 * 45, 128 * 22, 8192), wide_small_subtile);   // 990 tiles
-    EXPECT_EQ(config(family, 128 * 45, 128 * 22 - 8, 8192), wide_small_subtile);  // partial tiles count
-    EXPECT_EQ(config(family, 128 * 989, 128, 8192), pingpong);                 // 989 tiles
-    EXPECT_EQ(config(family, 128 * 32, 128 * 64, 8184), pingpong);             // gemm_k under 8192
-    EXPECT_EQ(config(family, 128 * 90, 128 * 88 - 8, 8192), wide);             // 7920 tiles, partial ones counting
-    EXPECT_EQ(config(family, 128 * 7919, 128, 8192), wide_small_subtile);      // 7919 tiles
-    EXPECT_EQ(config(family, 128 * 224, 128 * 128, 8192, EPIGEMM_ACTIVATION_GELU_ERF), wide);  // 28672 tiles
+    EXPECT_EQ(config(family, 128 * 32, 128 * 64, 16384), wide);          // 8192,16384,4096's forward: 2048 tiles
+    EXPECT_EQ(config(family, 128 * 45, 128 * 44, 8192), wide);           // 1980 tiles
+    EXPECT_EQ(config(family, 128 * 45, 128 * 44 - 8, 8192), wide);       // partial tiles count
+    EXPECT_EQ(config(family, 128 * 1979, 128, 8192), pingpong);          // 1979 tiles
+    EXPECT_EQ(config(family, 128 * 32, 128 * 64, 8184), pingpong);       // gemm_k under 8192
+    EXPECT_EQ(config(family, 128 * 224, 128 * 128, 8192, EPIGEMM_ACTIVATION_GELU_ERF), wide);
   }
   EXPECT_EQ(config(KernelFamily::linear_combination_bias, 128 * 32, 128 * 64, 16384), coop);
   EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 18, 128 * 11), pingpong);  // 198 tiles: 1.5 waves
@@ -652,7 +646,7 @@ TEST(CutlassBackend, ForwardKernelsOfEveryTileConfiguration) {
 // Runs the case on one kernel of a tile configuration, called directly as the backend calls it
 // (its launch on the case's stream, with the workspace the kernel asks for), and checks it against
 // the reference with the harness's tolerances. For a configuration that the rule takes only on
-// calls the reference cannot check in a test's time (the 256 x 128 tile: gemm_k >= 8192 on 7.5
+// calls the reference cannot check in a test's time (the 256 x 128 tile: gemm_k >= 8192 on 15
 // waves of tiles); the rule's choice of it is tested on the host (TileConfigDependsOnTheFamilyAndTheGrid).
 void run_kernel_and_check(epigemm_context_t ctx, const GemmCase& c, epigemm::cutlass_backend::TileConfig tile) {
   namespace cb = epigemm::cutlass_backend;
@@ -714,8 +708,8 @@ void run_kernel_and_check(epigemm_context_t ctx, const GemmCase& c, epigemm::cut
 #endif
 
 // The cooperative 256 x 128 tile in clusters of two (1 x 2 CTAs along gemm_n, A's tile multicast),
-// which the rule takes on long, large calls, with either epilogue subtile (128 x 32, 128 x 16):
-// every forward and backward activation kernel of it in both dtypes, called directly, on 3 x 3 tiles of 256 x 128 whose columns round up to 2 clusters
+// which the rule takes on long, large calls: every forward and backward activation kernel of it in
+// both dtypes, called directly, on 3 x 3 tiles of 256 x 128 whose columns round up to 2 clusters
 // (gemm_m = 520: two full tiles and 8 rows; gemm_n = 376; gemm_k = 200, three 64-deep slices and 8),
 // with alpha and beta on the second run of each; and ACT_AUX_BIAS(gelu_erf) and
 // DACT_BGRAD(silu) on 13 x 11 tiles (143, more than the 132 SMs: the persistent loop and the row
@@ -724,34 +718,30 @@ TEST(CutlassBackend, WideTileInClustersOfTwo) {
   Context ctx;
   EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);
 #if defined(EPIGEMM_HAVE_CUTLASS_BACKEND_FOR_TESTS) && defined(EPIGEMM_TESTS_WITH_CUDA)
-  namespace cb = epigemm::cutlass_backend;
-  // Both epilogue subtiles of the tile: CUTLASS's 128 x 32 and the 128 x 16 one.
-  for (const cb::TileConfig wide : {cb::TileConfig::cooperative_256x128x64_cluster_1x2,
-                                    cb::TileConfig::cooperative_256x128x64_cluster_1x2_epilogue_128x16}) {
-    uint64_t index = 5000;
-    for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
-      for (GemmCase c : every_kernel(dtype, 520, 376, 200, index)) {
-        const epigemm::EpilogueParts parts = epigemm::epilogue_parts(c.epilogue, c.activation);
-        // DEFAULT, BIAS and the identity without an aux run the linear_combination_bias kernels.
-        if (!parts.backward() && parts.activation == EPIGEMM_ACTIVATION_IDENTITY && !parts.uses_aux()) continue;
-        run_kernel_and_check(ctx, c, wide);
-        c.alpha = -0.75f;
-        c.beta = 0.5f;
-        c.seed = case_seed("cutlass_wide_accumulate", index++);
-        run_kernel_and_check(ctx, c, wide);
-      }
-      index += 100;
+  const auto wide = epigemm::cutlass_backend::TileConfig::cooperative_256x128x64_cluster_1x2;
+  uint64_t index = 5000;
+  for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
+    for (GemmCase c : every_kernel(dtype, 520, 376, 200, index)) {
+      const epigemm::EpilogueParts parts = epigemm::epilogue_parts(c.epilogue, c.activation);
+      // DEFAULT, BIAS and the identity without an aux run the linear_combination_bias kernels.
+      if (!parts.backward() && parts.activation == EPIGEMM_ACTIVATION_IDENTITY && !parts.uses_aux()) continue;
+      run_kernel_and_check(ctx, c, wide);
+      c.alpha = -0.75f;
+      c.beta = 0.5f;
+      c.seed = case_seed("cutlass_wide_accumulate", index++);
+      run_kernel_and_check(ctx, c, wide);
     }
-    const epigemm_op_t N = EPIGEMM_OP_N, T = EPIGEMM_OP_T;
-    run_kernel_and_check(ctx,
-                         cutlass_case(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_ERF, T, N,
-                                      EPIGEMM_DTYPE_BF16, 256 * 12 + 8, 128 * 11 - 8, 136, 5400),
-                         wide);
-    run_kernel_and_check(ctx,
-                         cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_SILU, N, N, EPIGEMM_DTYPE_BF16,
-                                      256 * 12 + 8, 128 * 11 - 8, 136, 5401),
-                         wide);
+    index += 100;
   }
+  const epigemm_op_t N = EPIGEMM_OP_N, T = EPIGEMM_OP_T;
+  run_kernel_and_check(ctx,
+                       cutlass_case(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_ERF, T, N, EPIGEMM_DTYPE_BF16,
+                                    256 * 12 + 8, 128 * 11 - 8, 136, 5400),
+                       wide);
+  run_kernel_and_check(ctx,
+                       cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_SILU, N, N, EPIGEMM_DTYPE_BF16,
+                                    256 * 12 + 8, 128 * 11 - 8, 136, 5401),
+                       wide);
 #endif
 }
 

@@ -104,8 +104,7 @@ const cb::TileConfig kAllConfigs[] = {cb::TileConfig::cooperative_128x128x64,
                                       cb::TileConfig::pingpong_64x128x64,
                                       cb::TileConfig::cooperative_128x64x64,
                                       cb::TileConfig::pingpong_128x128x64_epilogue_64x64,
-                                      cb::TileConfig::cooperative_256x128x64_cluster_1x2,
-                                      cb::TileConfig::cooperative_256x128x64_cluster_1x2_epilogue_128x16};
+                                      cb::TileConfig::cooperative_256x128x64_cluster_1x2};
 
 struct Variant {
   cb::TileConfig tile;

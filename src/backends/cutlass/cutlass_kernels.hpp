@@ -95,9 +95,6 @@ enum class KernelFamily { linear_combination_bias, forward_activation_aux, backw
 //   cooperative_256x128x64_cluster_1x2    each consumer warp group of two takes half of a 256 x 128
 //                                         tile, two CTAs along gemm_n sharing A's tile (multicast);
 //                                         for long calls on large grids
-//   cooperative_256x128x64_cluster_1x2_epilogue_128x16   the same, its epilogue walking the tile in
-//                                         128 x 16 subtiles (CUTLASS's own choice: 128 x 32), whose
-//                                         smaller shared memory leaves the main loop 4 stages, not 3
 // (The ping-pong tile in clusters, and the cooperative tile with CUTLASS's stream-K scheduler or
 // split-K, were measured and not kept: docs/dev/cutlass_backend.md, "Larger tiles and clusters",
 // "Stream-K", "Split-K for grids of a few dozen tiles" and "The large grids at the full clock and
@@ -108,8 +105,7 @@ enum class TileConfig {
   pingpong_128x128x64_epilogue_64x64,
   pingpong_64x128x64,
   cooperative_128x64x64,
-  cooperative_256x128x64_cluster_1x2,
-  cooperative_256x128x64_cluster_1x2_epilogue_128x16
+  cooperative_256x128x64_cluster_1x2
 };
 
 // One compiled kernel. The call passed to each function has been accepted by validate() and by the

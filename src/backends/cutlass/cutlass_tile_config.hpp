@@ -32,9 +32,7 @@ constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64: return family == KernelFamily::forward_activation_aux;
     case TileConfig::pingpong_64x128x64:
     case TileConfig::cooperative_128x64x64: return family == KernelFamily::forward_activation_aux;
-    case TileConfig::cooperative_256x128x64_cluster_1x2:
-    case TileConfig::cooperative_256x128x64_cluster_1x2_epilogue_128x16:
-      return family != KernelFamily::linear_combination_bias;
+    case TileConfig::cooperative_256x128x64_cluster_1x2: return family != KernelFamily::linear_combination_bias;
   }
   return false;
 }
@@ -52,8 +50,7 @@ constexpr TileShape tile_shape_of(TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64: return {128, 128, 1, 1};
     case TileConfig::pingpong_64x128x64: return {64, 128, 1, 1};
     case TileConfig::cooperative_128x64x64: return {128, 64, 1, 1};
-    case TileConfig::cooperative_256x128x64_cluster_1x2:
-    case TileConfig::cooperative_256x128x64_cluster_1x2_epilogue_128x16: return {256, 128, 1, 2};
+    case TileConfig::cooperative_256x128x64_cluster_1x2: return {256, 128, 1, 2};
   }
   return {128, 128, 1, 1};
 }
@@ -72,8 +69,7 @@ inline TileGrid tile_grid_of(const GemmCall& call) { return tile_grid_of(call, T
 
 // The rule: DEFAULT and BIAS cooperative; the activation epilogues, forward and backward, on the
 // cooperative 256 x 128 tile in clusters of 1 x 2 where gemm_k is at least 8192 and the grid at
-// least 7.5 waves of 128 x 128 tiles (long_grid_wants_wide_tile), with 128 x 16 epilogue subtiles
-// under 60 waves and CUTLASS's 128 x 32 from there on (wide_tile_config_for); elsewhere the forward ones
+// least 15 waves of 128 x 128 tiles (long_grid_wants_wide_tile); elsewhere the forward ones
 // ping-pong, with the 64 x 64 epilogue subtile for silu and the GELUs where gemm_k is at most
 // 1024, and on grids under 1.5 waves of 128 x 128 tiles with gemm_k at most 1024 on the smaller
 // tiles (forward_grid_wants_smaller_tiles); the backward ones ping-pong from two waves of tiles on
@@ -139,36 +135,13 @@ inline bool forward_grid_wants_smaller_tiles(const GemmCall& call, const DeviceF
 // 1.079-1.119 on the ping-pong one at 1328-1377 MHz; of 16384,8192,28672 (gemm_k 8192, 28672
 // tiles) 1.030-1.064 against 1.060-1.161; the dgrad of 8192,4096,16384 and 16384,28672,8192
 // (DACT(gelu_erf), DACT_BGRAD(silu)) 1.052-1.065 against 1.084-1.155. At the full clock (each
-// call after 200 ms idle) 0.995-1.085 against 1.014-1.098. The rule keeps to gemm_k from 8192.
-// Below that the epilogue, which this cooperative kernel does not hide, weighs more (interleaved
-// with cuBLAS, 2026-12-02 09:44 UTC, on 8192,4096,16384's forward, gemm_k 4096: 1.059 against the
-// ping-pong tile's 0.943; 2026-12-04 05:43 UTC, on the forward of 8192,4096,16384, 12288,2048,8192
-// and 6144,3072,12288, gemm_k 2048-4096, 1.06-1.30 on the 128 x 16 subtile against 1.02-1.17).
-// Its grid bound, 7.5 waves, is where the 128 x 16 subtile was still faster than the ping-pong
-// tile: interleaved with cuBLAS (2026-12-04 05:43 UTC), the forward of 4096,11008,4096 and the
-// dgrad of 4096,4096,11008 (gemm_k 11008, 1024 tiles) 1.039-1.086 against 1.064-1.109.
+// call after 200 ms idle) 0.995-1.085 against 1.014-1.098. The rule keeps to what was measured:
+// gemm_k from 8192 and at least 15 waves of 128 x 128 tiles. Below that the epilogue, which this
+// cooperative kernel does not hide, weighs more (interleaved with cuBLAS, 2026-12-02 09:44 UTC, on
+// 8192,4096,16384's forward, gemm_k 4096: 1.059 against the ping-pong tile's 0.943).
 inline bool long_grid_wants_wide_tile(const GemmCall& call, const DeviceFacts& device) {
-  constexpr int64_t kShortestMeasuredK = 8192, kFewestMeasuredHalfWaves = 15;
-  return call.gemm_k >= kShortestMeasuredK &&
-         2 * tile_grid_of(call).tiles() >= kFewestMeasuredHalfWaves * int64_t(device.sm_count);
-}
-
-// Which epilogue subtile the 256 x 128 tile walks. CUTLASS's 128 x 32 subtile takes 50 KB of shared
-// memory (forward) or 66 KB (backward, with the aux load), which leaves the main loop 3 stages of
-// 48 KB; the 128 x 16 one takes 25 or 34 KB and leaves 4, as cuBLAS's kernel for these calls has.
-// Measured on the H200 (bf16, 2026-12-04 05:39-05:43 UTC, the tiles lab, the cases above, 128 x 16
-// over 128 x 32): on 2048-2560 tiles (8192,16384,4096 and 8192,13824,5120 forward, 8192,4096,16384
-// and 8192,5120,13824 dgrad) interleaved with cuBLAS 0.973-0.984; on the two of 2048 tiles after
-// 200 ms idle 0.968-0.984 and alone under sustained load 0.997-1.005; on 28672 tiles
-// (16384,8192,28672's forward, 16384,28672,8192's dgrad) interleaved 0.979-0.997, but after 200 ms
-// idle 1.004-1.027 and alone under sustained load 1.010-1.029. The grids between were not
-// measured; the bound, 60 waves (7920 tiles on 132 SMs), lies between the two, near the geometric
-// mean of 2048 and 28672.
-inline TileConfig wide_tile_config_for(const GemmCall& call, const DeviceFacts& device) {
-  constexpr int64_t kWavesFromWhichTheLargerSubtile = 60;
-  return tile_grid_of(call).tiles() >= kWavesFromWhichTheLargerSubtile * int64_t(device.sm_count)
-             ? TileConfig::cooperative_256x128x64_cluster_1x2
-             : TileConfig::cooperative_256x128x64_cluster_1x2_epilogue_128x16;
+  constexpr int64_t kShortestMeasuredK = 8192, kFewestMeasuredWaves = 15;
+  return call.gemm_k >= kShortestMeasuredK && tile_grid_of(call).tiles() >= kFewestMeasuredWaves * int64_t(device.sm_count);
 }
 
 //
@@ -182,7 +155,7 @@ inline TileConfig wide_tile_config_for(const GemmCall& call, const DeviceFacts& 
 inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, const DeviceFacts& device) {
   switch (family) {
     case KernelFamily::forward_activation_aux:
-      if (long_grid_wants_wide_tile(call, device)) return wide_tile_config_for(call, device);
+      if (long_grid_wants_wide_tile(call, device)) return TileConfig::cooperative_256x128x64_cluster_1x2;
       if (forward_grid_wants_smaller_tiles(call, device)) {
         return tile_grid_of(call, tile_shape_of(TileConfig::cooperative_128x64x64)).tiles() <= int64_t(device.sm_count)
                    ? TileConfig::cooperative_128x64x64
@@ -191,7 +164,7 @@ inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, con
       return forward_epilogue_wants_larger_subtile(call) ? TileConfig::pingpong_128x128x64_epilogue_64x64
                                                          : TileConfig::pingpong_128x128x64;
     case KernelFamily::backward_activation_bgrad:
-      if (long_grid_wants_wide_tile(call, device)) return wide_tile_config_for(call, device);
+      if (long_grid_wants_wide_tile(call, device)) return TileConfig::cooperative_256x128x64_cluster_1x2;
       return tile_grid_of(call).tiles() >= 2 * int64_t(device.sm_count) ? TileConfig::pingpong_128x128x64
                                                                           : TileConfig::cooperative_128x128x64;
     case KernelFamily::linear_combination_bias: return TileConfig::cooperative_128x128x64;
@@ -337,8 +310,6 @@ inline const char* tile_config_name(TileConfig tile) {
     case TileConfig::pingpong_64x128x64: return "pingpong 64x128x64 cluster 1x1x1";
     case TileConfig::cooperative_128x64x64: return "cooperative 128x64x64 cluster 1x1x1";
     case TileConfig::cooperative_256x128x64_cluster_1x2: return "cooperative 256x128x64 cluster 1x2x1";
-    case TileConfig::cooperative_256x128x64_cluster_1x2_epilogue_128x16:
-      return "cooperative 256x128x64 cluster 1x2x1 epilogue 128x16";
   }
   return "invalid tile configuration";
 }
@@ -359,16 +330,14 @@ namespace cutlass_backend {
 // the producer warp feeds them through TMA; the grid is persistent (one CTA per SM) and the
 // epilogue of one tile overlaps the main loop of the next only across CTAs. kClusterN CTAs along
 // gemm_n form a cluster.
-// The epilogue walks the tile in subtiles of EpilogueTile: CUTLASS's choice (EpilogueTileAuto:
-// 128 x 32 here) or a shape given.
-template <int kTileM, int kClusterN, int kTileN = 128,
-          class EpilogueTileShape = cutlass::epilogue::collective::EpilogueTileAuto>
+// The epilogue walks the tile in subtiles of CUTLASS's choice (EpilogueTileAuto: 128 x 32 here).
+template <int kTileM, int kClusterN, int kTileN = 128>
 struct Cooperative {
   using TileShape = cute::Shape<cute::Int<kTileM>, cute::Int<kTileN>, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::Int<kClusterN>, cute::_1>;
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
-  using EpilogueTile = EpilogueTileShape;
+  using EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto;
 };
 
 // Two consumer warp groups, each with an output tile of its own: while one runs its tile's
@@ -406,9 +375,6 @@ template <>
 struct ConfigOf<TileConfig::cooperative_128x64x64> : Cooperative<128, 1, 64> {};
 template <>
 struct ConfigOf<TileConfig::cooperative_256x128x64_cluster_1x2> : Cooperative<256, 2> {};
-template <>
-struct ConfigOf<TileConfig::cooperative_256x128x64_cluster_1x2_epilogue_128x16>
-    : Cooperative<256, 2, 128, cute::Shape<cute::_128, cute::_16>> {};
 
 // The host's facts (tile_shape_of) and CUTLASS's types must describe the same tiles: the tile
 // order, the tile rule and the row partial sums' layout read the former.
