@@ -33,8 +33,6 @@ constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
     case TileConfig::pingpong_64x128x64:
     case TileConfig::cooperative_128x64x64: return family == KernelFamily::forward_activation_aux;
     case TileConfig::cooperative_256x128x64_cluster_1x2: return family != KernelFamily::linear_combination_bias;
-    case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
-      return family == KernelFamily::forward_activation_aux;
   }
   return false;
 }
@@ -52,8 +50,7 @@ constexpr TileShape tile_shape_of(TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64: return {128, 128, 1, 1};
     case TileConfig::pingpong_64x128x64: return {64, 128, 1, 1};
     case TileConfig::cooperative_128x64x64: return {128, 64, 1, 1};
-    case TileConfig::cooperative_256x128x64_cluster_1x2:
-    case TileConfig::cooperative_256x128x64_cluster_1x2_without_source: return {256, 128, 1, 2};
+    case TileConfig::cooperative_256x128x64_cluster_1x2: return {256, 128, 1, 2};
   }
   return {128, 128, 1, 1};
 }
@@ -313,8 +310,6 @@ inline const char* tile_config_name(TileConfig tile) {
     case TileConfig::pingpong_64x128x64: return "pingpong 64x128x64 cluster 1x1x1";
     case TileConfig::cooperative_128x64x64: return "cooperative 128x64x64 cluster 1x1x1";
     case TileConfig::cooperative_256x128x64_cluster_1x2: return "cooperative 256x128x64 cluster 1x2x1";
-    case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
-      return "cooperative 256x128x64 cluster 1x2x1 without source";
   }
   return "invalid tile configuration";
 }
@@ -336,17 +331,13 @@ namespace cutlass_backend {
 // epilogue of one tile overlaps the main loop of the next only across CTAs. kClusterN CTAs along
 // gemm_n form a cluster.
 // The epilogue walks the tile in subtiles of CUTLASS's choice (EpilogueTileAuto: 128 x 32 here).
-// kReadsSource: whether the kernel can read D's old values (C = D, beta != 0); one that cannot
-// has no shared memory for them, which leaves its main loop more of it (the 256 x 128 forward
-// tile: 4 stages instead of 3), and CUTLASS delays its TMA stores.
-template <int kTileM, int kClusterN, int kTileN = 128, bool kReadsSourceValue = true>
+template <int kTileM, int kClusterN, int kTileN = 128>
 struct Cooperative {
   using TileShape = cute::Shape<cute::Int<kTileM>, cute::Int<kTileN>, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::Int<kClusterN>, cute::_1>;
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
   using EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto;
-  static constexpr bool kReadsSource = kReadsSourceValue;
 };
 
 // Two consumer warp groups, each with an output tile of its own: while one runs its tile's
@@ -363,7 +354,6 @@ struct Pingpong {
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
   using EpilogueTile = EpilogueTileShape;
-  static constexpr bool kReadsSource = true;
 };
 
 // The CUTLASS types of a TileConfig value. (A cluster of two CTAs along gemm_n computes tiles of
@@ -385,9 +375,6 @@ template <>
 struct ConfigOf<TileConfig::cooperative_128x64x64> : Cooperative<128, 1, 64> {};
 template <>
 struct ConfigOf<TileConfig::cooperative_256x128x64_cluster_1x2> : Cooperative<256, 2> {};
-template <>
-struct ConfigOf<TileConfig::cooperative_256x128x64_cluster_1x2_without_source>
-    : Cooperative<256, 2, 128, /*kReadsSource=*/false> {};
 
 // The host's facts (tile_shape_of) and CUTLASS's types must describe the same tiles: the tile
 // order, the tile rule and the row partial sums' layout read the former.
