@@ -41,7 +41,8 @@ def main():
         lines = f.read().splitlines()
     # The leading "# device: ..." lines: one per benchmark invocation whose rows the file holds.
     comments = [line.lstrip("# ").strip() for line in lines if line.startswith("#")]
-    provenance = comments[0] if len(comments) == 1 else f"{comments[0]} (and {len(comments) - 1} more invocations)"
+    provenance = ("" if not comments else comments[0] if len(comments) == 1
+                  else f"{comments[0]} (and {len(comments) - 1} more invocations)")
     rows = list(csv.DictReader(line for line in lines if not line.startswith("#")))
     cases = OrderedDict()  # (pass, shape, epilogue label) -> {variant: ms}
     for r in rows:
