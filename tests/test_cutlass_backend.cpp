@@ -269,7 +269,8 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
   int found = 0;
   for (cb::TileConfig tile : {cb::TileConfig::cooperative_128x128x64, cb::TileConfig::pingpong_128x128x64,
                               cb::TileConfig::pingpong_128x128x64_epilogue_64x64, cb::TileConfig::pingpong_64x128x64,
-                              cb::TileConfig::cooperative_128x64x64, cb::TileConfig::cooperative_256x128x64_cluster_1x2}) {
+                              cb::TileConfig::cooperative_128x64x64, cb::TileConfig::cooperative_256x128x64_cluster_1x2,
+                              cb::TileConfig::cooperative_256x128x64_cluster_1x2_without_source}) {
     const std::string config = cb::tile_config_name(tile);
     const bool bias_family = cb::instantiated_in(KernelFamily::linear_combination_bias, tile);
     const bool forward_family = cb::instantiated_in(KernelFamily::forward_activation_aux, tile);
@@ -318,8 +319,27 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
   // Cooperative: 8 linear_combination_bias + 10 backward; ping-pong: 10 forward + 10 backward;
   // ping-pong with the 64 x 64 epilogue subtile: 10 forward; the ping-pong 64 x 128 and the
   // cooperative 128 x 64 tiles: 10 forward each; the cooperative 256 x 128 tile in clusters of
-  // two: 10 forward + 10 backward.
-  EXPECT_EQ(found, 88);
+  // two: 10 forward + 10 backward, and without a source (beta = 0): 10 forward.
+  EXPECT_EQ(found, 98);
+}
+
+// A kernel without a source (no shared memory for D's old values) refuses a call with beta != 0,
+// saying why, before CUTLASS is asked.
+TEST(CutlassSupport, KernelWithoutSourceRefusesBeta) {
+  namespace cb = epigemm::cutlass_backend;
+  const cb::TileConfig tile = cb::TileConfig::cooperative_256x128x64_cluster_1x2_without_source;
+  const cb::Kernel* kernel = cb::find_kernel(cb::KernelFamily::forward_activation_aux, tile, EPIGEMM_DTYPE_BF16,
+                                             cb::OperandLayout::tn, EPIGEMM_ACTIVATION_SILU);
+  ASSERT_NE(kernel, nullptr);
+  epigemm::GemmCall call =
+      host_probe_call(EPIGEMM_EPILOGUE_ACT, EPIGEMM_ACTIVATION_SILU, EPIGEMM_OP_T, EPIGEMM_OP_N, 520, 376, 200);
+  call.beta = 0.5f;
+  const cb::DeviceFacts h200{0, 132};
+  const epigemm::Status refused = kernel->check_can_implement(call, h200, cb::tile_order_for(call, h200, tile));
+  EXPECT_FALSE(refused.ok());
+  EXPECT_EQ(refused.code(), EPIGEMM_STATUS_NOT_SUPPORTED);
+  EXPECT_NE(refused.message().find("does not read D's old values: beta is 0.5; expected 0"), std::string::npos)
+      << refused.message();
 }
 // The tile order is a pure function of the call's tile grid in the configuration's tiles and the
 // SM count: runs of 4 (else 2) tiles from two waves of tiles on, where CUTLASS's rounding of the
@@ -405,14 +425,25 @@ TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 128, 128 * 64, 64), pingpong);  // no subtile rule
   // gemm_k from 8192 on grids of at least 15 waves (1980 tiles on 132 SMs): the cooperative
   // 256 x 128 tile in clusters of two, in both activation families.
-  const cb::TileConfig wide = cb::TileConfig::cooperative_256x128x64_cluster_1x2;
+  // The forward ones without a source where beta is 0 (host_probe_call's), with one otherwise.
   for (KernelFamily family : {KernelFamily::forward_activation_aux, KernelFamily::backward_activation_bgrad}) {
+    const cb::TileConfig wide = family == KernelFamily::forward_activation_aux
+                                    ? cb::TileConfig::cooperative_256x128x64_cluster_1x2_without_source
+                                    : cb::TileConfig::cooperative_256x128x64_cluster_1x2;
     EXPECT_EQ(config(family, 128 * 32, 128 * 64, 16384), wide);          // 8192,16384,4096's forward: 2048 tiles
     EXPECT_EQ(config(family, 128 * 45, 128 * 44, 8192), wide);           // 1980 tiles
     EXPECT_EQ(config(family, 128 * 45, 128 * 44 - 8, 8192), wide);       // partial tiles count
     EXPECT_EQ(config(family, 128 * 1979, 128, 8192), pingpong);          // 1979 tiles
     EXPECT_EQ(config(family, 128 * 32, 128 * 64, 8184), pingpong);       // gemm_k under 8192
     EXPECT_EQ(config(family, 128 * 224, 128 * 128, 8192, EPIGEMM_ACTIVATION_GELU_ERF), wide);
+  }
+  for (float beta : {0.5f, -1.0f}) {
+    epigemm::GemmCall accumulate = host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_SILU, T, N, 128 * 32,
+                                                   128 * 64, 16384);
+    accumulate.beta = beta;
+    EXPECT_EQ(cb::tile_config_for(KernelFamily::forward_activation_aux, accumulate, h200),
+              cb::TileConfig::cooperative_256x128x64_cluster_1x2)
+        << "beta " << beta;
   }
   EXPECT_EQ(config(KernelFamily::linear_combination_bias, 128 * 32, 128 * 64, 16384), coop);
   EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 18, 128 * 11), pingpong);  // 198 tiles: 1.5 waves
@@ -542,6 +573,10 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
                   "in CMAKE_CUDA_ARCHITECTURES)";
 }
 TEST(CutlassSupport, AcceptsItsKernelsAndDeclinesTheRestWithTheReason) {
+  GTEST_SKIP() << "SKIP: the cutlass backend is not built (no CUDA, no CUTLASS headers, or no 90a "
+                  "in CMAKE_CUDA_ARCHITECTURES)";
+}
+TEST(CutlassSupport, KernelWithoutSourceRefusesBeta) {
   GTEST_SKIP() << "SKIP: the cutlass backend is not built (no CUDA, no CUTLASS headers, or no 90a "
                   "in CMAKE_CUDA_ARCHITECTURES)";
 }
@@ -742,6 +777,22 @@ TEST(CutlassBackend, WideTileInClustersOfTwo) {
                        cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_SILU, N, N, EPIGEMM_DTYPE_BF16,
                                     256 * 12 + 8, 128 * 11 - 8, 136, 5401),
                        wide);
+  // The same tile without a source (no shared memory for D's old values): the forward kernels with
+  // beta = 0, on the same shapes; a call with beta != 0 is refused with the reason.
+  const auto wide_without_source = epigemm::cutlass_backend::TileConfig::cooperative_256x128x64_cluster_1x2_without_source;
+  for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
+    for (GemmCase c : every_kernel(dtype, 520, 376, 200, index)) {
+      const epigemm::EpilogueParts parts = epigemm::epilogue_parts(c.epilogue, c.activation);
+      if (parts.backward() || (parts.activation == EPIGEMM_ACTIVATION_IDENTITY && !parts.uses_aux())) continue;
+      c.alpha = -0.75f;
+      c.seed = case_seed("cutlass_wide_without_source", index++);
+      run_kernel_and_check(ctx, c, wide_without_source);
+    }
+  }
+  run_kernel_and_check(ctx,
+                       cutlass_case(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_ERF, T, N, EPIGEMM_DTYPE_BF16,
+                                    256 * 12 + 8, 128 * 11 - 8, 136, 5402),
+                       wide_without_source);
 #endif
 }
 

@@ -104,7 +104,8 @@ const cb::TileConfig kAllConfigs[] = {cb::TileConfig::cooperative_128x128x64,
                                       cb::TileConfig::pingpong_64x128x64,
                                       cb::TileConfig::cooperative_128x64x64,
                                       cb::TileConfig::pingpong_128x128x64_epilogue_64x64,
-                                      cb::TileConfig::cooperative_256x128x64_cluster_1x2};
+                                      cb::TileConfig::cooperative_256x128x64_cluster_1x2,
+                                      cb::TileConfig::cooperative_256x128x64_cluster_1x2_without_source};
 
 struct Variant {
   cb::TileConfig tile;
@@ -112,8 +113,9 @@ struct Variant {
   const cb::Kernel* kernel;
 };
 
-// "coop128x128", "pp128x128c1x2", "pp128x128e64x64": the schedule, the tile, the cluster and the
-// epilogue subtile where the configuration names one.
+// "coop128x128", "pp128x128c1x2", "pp128x128e64x64", "coop256x128c1x2ns": the schedule, the tile,
+// the cluster, the epilogue subtile where the configuration names one, and "ns" for a kernel that
+// does not read D's old values (no source; the lab's calls have beta = 0).
 std::string config_name(cb::TileConfig tile) {
   const cb::TileShape shape = cb::tile_shape_of(tile);
   const std::string name = cb::tile_config_name(tile);
@@ -124,6 +126,7 @@ std::string config_name(cb::TileConfig tile) {
   }
   const size_t subtile = name.find("epilogue ");
   if (subtile != std::string::npos) text += "e" + name.substr(subtile + std::string("epilogue ").size());
+  if (name.find("without source") != std::string::npos) text += "ns";
   return text;
 }
 // "coop128x128 s4": the configuration and the tile order's swizzle.

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
@@ -126,10 +127,14 @@ struct ForwardActivationAux {
   static std::string label() {
     return std::string("forward_activation_aux(") + activation_name(Activation::id) + ")";
   }
-  using Operation = cutlass::epilogue::fusion::LinCombPerRowBiasEltActAux<
+  // ElementSource void: the beta * C node is left out (a kernel that does not read D's old values).
+  template <class ElementSource>
+  using OperationReading = cutlass::epilogue::fusion::LinCombPerRowBiasEltActAux<
       /*GmemLayoutTagAux=*/cutlass::layout::ColumnMajor, ForwardActivation<Activation>::template Fn,
       /*ElementOutput=*/Element, /*ElementCompute=*/float, /*ElementAux=*/Element,
-      /*ElementBias=*/Element, /*ElementSource=*/Element, /*ElementScalar=*/float>;
+      /*ElementBias=*/Element, ElementSource, /*ElementScalar=*/float>;
+  using Operation = OperationReading<Element>;
+  using OperationWithoutSource = OperationReading<void>;
   static constexpr bool kSumsRows = false;
   template <class FusionArguments>
   static void set(FusionArguments& fusion, const GemmCall& call, float*) {
@@ -168,11 +173,24 @@ struct BackwardActivationBgrad {
 
 // ---- the kernel ---------------------------------------------------------------------------------
 
+// The fusion operation of a family, reading D's old values (C = D) or not.
+template <class Family, bool kReadsSource>
+struct FusionOperationOf {
+  using type = typename Family::Operation;
+};
+template <class Family>
+struct FusionOperationOf<Family, false> {
+  using type = typename Family::OperationWithoutSource;
+};
+
 template <epigemm_dtype_t dtype, OperandLayout layout, class Family, TileConfig tile>
 struct CutlassGemm {
   using Config = ConfigOf<tile>;
   static_assert(shapes_agree<tile>(), "tile_shape_of and ConfigOf describe different tiles");
   using Element = typename ElementOf<dtype>::type;
+  // void: no source, no shared memory for it (Cooperative's kReadsSource); such a kernel takes
+  // calls with beta = 0 only (check_can_implement).
+  using ElementC = std::conditional_t<Config::kReadsSource, Element, void>;
   using LayoutA = typename LayoutTagsOf<layout>::A;
   using LayoutB = typename LayoutTagsOf<layout>::B;
   using LayoutD = cutlass::layout::ColumnMajor;
@@ -181,9 +199,9 @@ struct CutlassGemm {
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::TileShape,
       typename Config::ClusterShape, typename Config::EpilogueTile,
       /*ElementAccumulator=*/float, /*ElementCompute=*/float,
-      /*ElementC=*/Element, LayoutD, kAlignmentElements,
+      ElementC, LayoutD, kAlignmentElements,
       /*ElementD=*/Element, LayoutD, kAlignmentElements,
-      typename Config::EpilogueSchedule, typename Family::Operation>::CollectiveOp;
+      typename Config::EpilogueSchedule, typename FusionOperationOf<Family, Config::kReadsSource>::type>::CollectiveOp;
 
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
@@ -241,7 +259,7 @@ struct CutlassGemm {
     args.mainloop.dA = stride_with_leading_dimension<StrideA>(call.a.ld);
     args.mainloop.ptr_B = static_cast<const Element*>(call.b.data);
     args.mainloop.dB = stride_with_leading_dimension<StrideB>(call.b.ld);
-    args.epilogue.ptr_C = static_cast<const Element*>(call.d.data);
+    if constexpr (Config::kReadsSource) args.epilogue.ptr_C = static_cast<const Element*>(call.d.data);
     args.epilogue.dC = stride_with_leading_dimension<StrideC>(call.d.ld);
     args.epilogue.ptr_D = static_cast<Element*>(call.d.data);
     args.epilogue.dD = stride_with_leading_dimension<StrideD>(call.d.ld);
@@ -255,6 +273,10 @@ struct CutlassGemm {
   }
 
   static Status check_can_implement(const GemmCall& call, const DeviceFacts& device, TileOrder order) {
+    if (!Config::kReadsSource && call.beta != 0.0f) {
+      return error(EPIGEMM_STATUS_NOT_SUPPORTED, name(), " does not read D's old values: beta is ", call.beta,
+                   "; expected 0");
+    }
     const cutlass::Status status = Gemm::can_implement(arguments(call, device, order));
     if (status != cutlass::Status::kSuccess) {
       return error(EPIGEMM_STATUS_NOT_SUPPORTED, "CUTLASS's can_implement refuses ", name(), ": ",

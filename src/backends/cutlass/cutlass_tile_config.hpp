@@ -33,6 +33,8 @@ constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
     case TileConfig::pingpong_64x128x64:
     case TileConfig::cooperative_128x64x64: return family == KernelFamily::forward_activation_aux;
     case TileConfig::cooperative_256x128x64_cluster_1x2: return family != KernelFamily::linear_combination_bias;
+    case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
+      return family == KernelFamily::forward_activation_aux;
   }
   return false;
 }
@@ -50,7 +52,8 @@ constexpr TileShape tile_shape_of(TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64: return {128, 128, 1, 1};
     case TileConfig::pingpong_64x128x64: return {64, 128, 1, 1};
     case TileConfig::cooperative_128x64x64: return {128, 64, 1, 1};
-    case TileConfig::cooperative_256x128x64_cluster_1x2: return {256, 128, 1, 2};
+    case TileConfig::cooperative_256x128x64_cluster_1x2:
+    case TileConfig::cooperative_256x128x64_cluster_1x2_without_source: return {256, 128, 1, 2};
   }
   return {128, 128, 1, 1};
 }
@@ -69,7 +72,8 @@ inline TileGrid tile_grid_of(const GemmCall& call) { return tile_grid_of(call, T
 
 // The rule: DEFAULT and BIAS cooperative; the activation epilogues, forward and backward, on the
 // cooperative 256 x 128 tile in clusters of 1 x 2 where gemm_k is at least 8192 and the grid at
-// least 15 waves of 128 x 128 tiles (long_grid_wants_wide_tile); elsewhere the forward ones
+// least 15 waves of 128 x 128 tiles (long_grid_wants_wide_tile; the forward ones on its kernel
+// without a source where beta is 0); elsewhere the forward ones
 // ping-pong, with the 64 x 64 epilogue subtile for silu and the GELUs where gemm_k is at most
 // 1024, and on grids under 1.5 waves of 128 x 128 tiles with gemm_k at most 1024 on the smaller
 // tiles (forward_grid_wants_smaller_tiles); the backward ones ping-pong from two waves of tiles on
@@ -155,7 +159,20 @@ inline bool long_grid_wants_wide_tile(const GemmCall& call, const DeviceFacts& d
 inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, const DeviceFacts& device) {
   switch (family) {
     case KernelFamily::forward_activation_aux:
-      if (long_grid_wants_wide_tile(call, device)) return TileConfig::cooperative_256x128x64_cluster_1x2;
+      if (long_grid_wants_wide_tile(call, device)) {
+        // Without a source (beta = 0, every layer-level call) the tile's epilogue keeps no shared
+        // memory for D's old values, which leaves the main loop 4 stages instead of 3, and CUTLASS
+        // issues each subtile's TMA store after the next subtile's math (delayed TMA stores).
+        // Measured on the H200 (bf16, 2026-12-04 07:30-07:33 UTC, the forward calls of
+        // 8192,16384,4096, 16384,8192,28672 and 8192,13824,5120, four activation epilogues each),
+        // its time over the kernel with a source:
+        // 0.956-0.975 in the tiles lab back to back, 0.957-1.003 after 200 ms idle, 0.984-0.997
+        // alone under sustained load; in the benchmark, auto / plain GEMM over those three shapes'
+        // 54 such cases 1.020 against 1.042 (docs/dev/cutlass_backend.md, "The 256 x 128 tile
+        // without a source").
+        return call.beta == 0.0f ? TileConfig::cooperative_256x128x64_cluster_1x2_without_source
+                                 : TileConfig::cooperative_256x128x64_cluster_1x2;
+      }
       if (forward_grid_wants_smaller_tiles(call, device)) {
         return tile_grid_of(call, tile_shape_of(TileConfig::cooperative_128x64x64)).tiles() <= int64_t(device.sm_count)
                    ? TileConfig::cooperative_128x64x64
@@ -310,6 +327,8 @@ inline const char* tile_config_name(TileConfig tile) {
     case TileConfig::pingpong_64x128x64: return "pingpong 64x128x64 cluster 1x1x1";
     case TileConfig::cooperative_128x64x64: return "cooperative 128x64x64 cluster 1x1x1";
     case TileConfig::cooperative_256x128x64_cluster_1x2: return "cooperative 256x128x64 cluster 1x2x1";
+    case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
+      return "cooperative 256x128x64 cluster 1x2x1 without source";
   }
   return "invalid tile configuration";
 }
@@ -331,13 +350,17 @@ namespace cutlass_backend {
 // epilogue of one tile overlaps the main loop of the next only across CTAs. kClusterN CTAs along
 // gemm_n form a cluster.
 // The epilogue walks the tile in subtiles of CUTLASS's choice (EpilogueTileAuto: 128 x 32 here).
-template <int kTileM, int kClusterN, int kTileN = 128>
+// kReadsSource: whether the kernel can read D's old values (C = D, beta != 0); one that cannot
+// has no shared memory for them, which leaves its main loop more of it (the 256 x 128 forward
+// tile: 4 stages instead of 3), and CUTLASS delays its TMA stores.
+template <int kTileM, int kClusterN, int kTileN = 128, bool kReadsSourceValue = true>
 struct Cooperative {
   using TileShape = cute::Shape<cute::Int<kTileM>, cute::Int<kTileN>, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::Int<kClusterN>, cute::_1>;
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
   using EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto;
+  static constexpr bool kReadsSource = kReadsSourceValue;
 };
 
 // Two consumer warp groups, each with an output tile of its own: while one runs its tile's
@@ -354,6 +377,7 @@ struct Pingpong {
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
   using EpilogueTile = EpilogueTileShape;
+  static constexpr bool kReadsSource = true;
 };
 
 // The CUTLASS types of a TileConfig value. (A cluster of two CTAs along gemm_n computes tiles of
@@ -375,6 +399,9 @@ template <>
 struct ConfigOf<TileConfig::cooperative_128x64x64> : Cooperative<128, 1, 64> {};
 template <>
 struct ConfigOf<TileConfig::cooperative_256x128x64_cluster_1x2> : Cooperative<256, 2> {};
+template <>
+struct ConfigOf<TileConfig::cooperative_256x128x64_cluster_1x2_without_source>
+    : Cooperative<256, 2, 128, /*kReadsSource=*/false> {};
 
 // The host's facts (tile_shape_of) and CUTLASS's types must describe the same tiles: the tile
 // order, the tile rule and the row partial sums' layout read the former.
