@@ -97,7 +97,7 @@ enum class KernelFamily { linear_combination_bias, forward_activation_aux, backw
 //                                         for long calls on large grids
 //   cooperative_256x128x64_cluster_1x2_without_source   the same for the forward activation
 //                                         epilogues where beta = 0: no shared memory for D's old
-//                                         values, so 4 main-loop stages instead of 3; to measure
+//                                         values, so 4 main-loop stages instead of 3
 // (The ping-pong tile in clusters, and the cooperative tile with CUTLASS's stream-K scheduler or
 // split-K, were measured and not kept: docs/dev/cutlass_backend.md, "Larger tiles and clusters",
 // "Stream-K", "Split-K for grids of a few dozen tiles" and "The large grids at the full clock and
