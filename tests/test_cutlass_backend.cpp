@@ -270,7 +270,9 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
   for (cb::TileConfig tile : {cb::TileConfig::cooperative_128x128x64, cb::TileConfig::pingpong_128x128x64,
                               cb::TileConfig::pingpong_128x128x64_epilogue_64x64, cb::TileConfig::pingpong_64x128x64,
                               cb::TileConfig::cooperative_128x64x64, cb::TileConfig::cooperative_256x128x64_cluster_1x2,
-                              cb::TileConfig::cooperative_256x128x64_cluster_1x2_without_source}) {
+                              cb::TileConfig::cooperative_256x128x64_cluster_1x2_without_source,
+                              cb::TileConfig::pingpong_128x128x64_without_source,
+                              cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source}) {
     const std::string config = cb::tile_config_name(tile);
     const bool bias_family = cb::instantiated_in(KernelFamily::linear_combination_bias, tile);
     const bool forward_family = cb::instantiated_in(KernelFamily::forward_activation_aux, tile);
@@ -319,8 +321,9 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
   // Cooperative: 8 linear_combination_bias + 10 backward; ping-pong: 10 forward + 10 backward;
   // ping-pong with the 64 x 64 epilogue subtile: 10 forward; the ping-pong 64 x 128 and the
   // cooperative 128 x 64 tiles: 10 forward each; the cooperative 256 x 128 tile in clusters of
-  // two: 10 forward + 10 backward, and without a source (beta = 0): 10 forward.
-  EXPECT_EQ(found, 98);
+  // two: 10 forward + 10 backward, and without a source (beta = 0): 10 forward; the two ping-pong
+  // 128 x 128 forward tiles without a source: 10 forward each.
+  EXPECT_EQ(found, 118);
 }
 
 // A kernel without a source (no shared memory for D's old values) refuses a call with beta != 0,
@@ -397,8 +400,8 @@ TEST(CutlassSupport, ScheduledGridRoundsToClustersThenToTheSwizzle) {
 }
 
 // The tile configuration: cooperative for DEFAULT and BIAS; ping-pong for the forward activation
-// epilogues, with the 64 x 64 epilogue subtile for silu and the GELUs where gemm_k <= 1024, whatever
-// the grid; for the backward ones ping-pong from two waves of tiles on (264 on the H200),
+// epilogues (its kernels without a source where beta = 0), with the 64 x 64 epilogue subtile for
+// silu and the GELUs where gemm_k <= 1024, whatever the grid; for the backward ones ping-pong from two waves of tiles on (264 on the H200),
 // cooperative below. Each choice is a configuration its family instantiates.
 TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
   namespace cb = epigemm::cutlass_backend;
@@ -418,6 +421,9 @@ TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
   const cb::TileConfig coop = cb::TileConfig::cooperative_128x128x64, pingpong = cb::TileConfig::pingpong_128x128x64,
                        subtile = cb::TileConfig::pingpong_128x128x64_epilogue_64x64,
                        narrow_coop = cb::TileConfig::cooperative_128x64x64, short_pingpong = cb::TileConfig::pingpong_64x128x64;
+  // The forward ping-pong 128 x 128 tiles without a source where beta is 0 (host_probe_call's).
+  const cb::TileConfig fwd_pingpong = cb::TileConfig::pingpong_128x128x64_without_source,
+                       fwd_subtile = cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source;
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 24, 128 * 11), pingpong);  // 264 tiles
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 24, 128 * 11 - 8), pingpong);  // partial tiles count
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 263, 128), coop);  // 263 tiles
@@ -433,8 +439,9 @@ TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
     EXPECT_EQ(config(family, 128 * 32, 128 * 64, 16384), wide);          // 8192,16384,4096's forward: 2048 tiles
     EXPECT_EQ(config(family, 128 * 45, 128 * 44, 8192), wide);           // 1980 tiles
     EXPECT_EQ(config(family, 128 * 45, 128 * 44 - 8, 8192), wide);       // partial tiles count
-    EXPECT_EQ(config(family, 128 * 1979, 128, 8192), pingpong);          // 1979 tiles
-    EXPECT_EQ(config(family, 128 * 32, 128 * 64, 8184), pingpong);       // gemm_k under 8192
+    const cb::TileConfig below = family == KernelFamily::forward_activation_aux ? fwd_pingpong : pingpong;
+    EXPECT_EQ(config(family, 128 * 1979, 128, 8192), below);             // 1979 tiles
+    EXPECT_EQ(config(family, 128 * 32, 128 * 64, 8184), below);          // gemm_k under 8192
     EXPECT_EQ(config(family, 128 * 224, 128 * 128, 8192, EPIGEMM_ACTIVATION_GELU_ERF), wide);
   }
   for (float beta : {0.5f, -1.0f}) {
@@ -446,32 +453,32 @@ TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
         << "beta " << beta;
   }
   EXPECT_EQ(config(KernelFamily::linear_combination_bias, 128 * 32, 128 * 64, 16384), coop);
-  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 18, 128 * 11), pingpong);  // 198 tiles: 1.5 waves
-  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 128, 128 * 64), pingpong);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 18, 128 * 11), fwd_pingpong);  // 198 tiles: 1.5 waves
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 128, 128 * 64), fwd_pingpong);
   // Under 1.5 waves of 128 x 128 tiles with gemm_k at most 1024, the smaller tiles: the cooperative
   // 128 x 64 one where its tiles are at most one per SM, else the ping-pong 64 x 128 one; for every
   // activation.
-  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 18, 128 * 11 - 8, 1024), subtile);  // partial tiles count
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 18, 128 * 11 - 8, 1024), fwd_subtile);  // partial tiles count
   EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 197, 128, 1024), short_pingpong);     // 197 tiles
   EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 17, 128 * 11, 1024), short_pingpong);  // 187 tiles
   EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 66, 128, 1024), narrow_coop);  // 132 tiles of 128 x 64
   EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 66, 128 + 8, 1024), short_pingpong);  // 198 of 128 x 64
   EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 2, 128, 64), narrow_coop);
   EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 2, 128, 64, EPIGEMM_ACTIVATION_RELU), narrow_coop);
-  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 2, 128, 1032), pingpong);  // a longer gemm_k
-  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 17, 128 * 11, 1032, EPIGEMM_ACTIVATION_RELU), pingpong);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 2, 128, 1032), fwd_pingpong);  // a longer gemm_k
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 17, 128 * 11, 1032, EPIGEMM_ACTIVATION_RELU), fwd_pingpong);
   EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 24, 128 * 2, 768, EPIGEMM_ACTIVATION_GELU_ERF),
             narrow_coop);  // 256,768,3072's forward: 48 tiles
   EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 24, 1000, 768, EPIGEMM_ACTIVATION_GELU_ERF),
             short_pingpong);  // 1000,768,3072's forward: 192 tiles
   // The subtile: gemm_k at most 1024, and an activation with an exponential.
-  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 128, 128 * 64, 1024), subtile);
-  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 18, 128 * 11, 64), subtile);
-  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 128, 128 * 64, 1032), pingpong);
-  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 4096, 16384, 1024, EPIGEMM_ACTIVATION_GELU_TANH), subtile);
-  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 4096, 16384, 768, EPIGEMM_ACTIVATION_GELU_ERF), subtile);
-  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 4096, 16384, 768, EPIGEMM_ACTIVATION_RELU), pingpong);
-  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 4096, 16384, 768, EPIGEMM_ACTIVATION_IDENTITY), pingpong);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 128, 128 * 64, 1024), fwd_subtile);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 18, 128 * 11, 64), fwd_subtile);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 128, 128 * 64, 1032), fwd_pingpong);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 4096, 16384, 1024, EPIGEMM_ACTIVATION_GELU_TANH), fwd_subtile);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 4096, 16384, 768, EPIGEMM_ACTIVATION_GELU_ERF), fwd_subtile);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 4096, 16384, 768, EPIGEMM_ACTIVATION_RELU), fwd_pingpong);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 4096, 16384, 768, EPIGEMM_ACTIVATION_IDENTITY), fwd_pingpong);
   EXPECT_EQ(config(KernelFamily::linear_combination_bias, 128 * 128, 128 * 64), coop);
   EXPECT_EQ(config(KernelFamily::linear_combination_bias, 128 * 128, 128 * 64, 64), coop);
   // On twice the SMs the same 264 tiles are one wave.
@@ -482,7 +489,14 @@ TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
   EXPECT_EQ(cb::tile_config_for(KernelFamily::forward_activation_aux,
                                 host_probe_call(EPIGEMM_EPILOGUE_ACT, EPIGEMM_ACTIVATION_SILU, T, N, 128 * 18, 128 * 11, 2048),
                                 cb::DeviceFacts{0, 264}),
-            pingpong);
+            fwd_pingpong);
+  // beta != 0: the ping-pong tiles that read D's old values.
+  for (int64_t k : {int64_t(2048), int64_t(1024)}) {
+    epigemm::GemmCall accumulate =
+        host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_SILU, T, N, 128 * 128, 128 * 64, k);
+    accumulate.beta = 1.0f;
+    EXPECT_EQ(cb::tile_config_for(KernelFamily::forward_activation_aux, accumulate, h200), k == 1024 ? subtile : pingpong);
+  }
   EXPECT_EQ(cb::tile_config_for(KernelFamily::forward_activation_aux,
                                 host_probe_call(EPIGEMM_EPILOGUE_ACT, EPIGEMM_ACTIVATION_SILU, T, N, 128 * 18, 128 * 11, 512),
                                 cb::DeviceFacts{0, 264}),
@@ -619,7 +633,8 @@ TEST(CutlassBackend, GridSmallerThanTheSmCount) {
 // a cheap shape that takes it on the H200's 132 SMs (the reference runs on the CPU, in double): the
 // cooperative 128 x 64 tile on 2 x 3 tiles of 128 x 128 (the other tests' small shapes take it too),
 // the ping-pong 64 x 128 tile on 9 x 9, and on 18 x 11 (198 tiles, 1.5 waves) the ping-pong
-// 128 x 128 tile: with the 64 x 64 epilogue subtile where gemm_k is at most 1024 for silu and the
+// 128 x 128 tile (its kernels without a source: the cases have beta = 0; the ones with a source are
+// PingpongTilesWithAndWithoutSource's): with the 64 x 64 epilogue subtile where gemm_k is at most 1024 for silu and the
 // GELUs, with CUTLASS's 64 x 32 for relu and the identity, and where gemm_k = 1032 (16 64-deep
 // slices and 8; silu and gelu_erf, the rest costs the CPU reference too long). Shapes not
 // multiples of the tile; ACT_AUX_BIAS (each kernel also runs ACT, ACT_BIAS and ACT_AUX, with the
@@ -659,9 +674,9 @@ TEST(CutlassBackend, ForwardKernelsOfEveryTileConfiguration) {
       };
       EXPECT_EQ(config(grids[0], silu), cb::TileConfig::cooperative_128x64x64);
       EXPECT_EQ(config(grids[1], silu), cb::TileConfig::pingpong_64x128x64);
-      EXPECT_EQ(config(grids[2], silu), cb::TileConfig::pingpong_128x128x64_epilogue_64x64);
-      EXPECT_EQ(config(grids[2], EPIGEMM_ACTIVATION_RELU), cb::TileConfig::pingpong_128x128x64);
-      EXPECT_EQ(config(grids[3], silu), cb::TileConfig::pingpong_128x128x64);
+      EXPECT_EQ(config(grids[2], silu), cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source);
+      EXPECT_EQ(config(grids[2], EPIGEMM_ACTIVATION_RELU), cb::TileConfig::pingpong_128x128x64_without_source);
+      EXPECT_EQ(config(grids[3], silu), cb::TileConfig::pingpong_128x128x64_without_source);
     }
   }
 #endif
@@ -793,6 +808,45 @@ TEST(CutlassBackend, WideTileInClustersOfTwo) {
                        cutlass_case(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_ERF, T, N, EPIGEMM_DTYPE_BF16,
                                     256 * 12 + 8, 128 * 11 - 8, 136, 5402),
                        wide_without_source);
+#endif
+}
+
+// The ping-pong 128 x 128 forward tiles, both subtiles, called directly: the kernels without a
+// source with beta = 0 (what the rule runs for every layer-level call), the ones that read D's old
+// values with beta = 0.5 (what it runs where beta != 0); every activation's kernel in both dtypes
+// on 18 x 11 tiles (more than the 132 SMs: the persistent loop) with gemm_k = 72 and, for silu and
+// gelu_erf, 1032 (16 64-deep slices and 8).
+TEST(CutlassBackend, PingpongTilesWithAndWithoutSource) {
+  Context ctx;
+  EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);
+#if defined(EPIGEMM_HAVE_CUTLASS_BACKEND_FOR_TESTS) && defined(EPIGEMM_TESTS_WITH_CUDA)
+  namespace cb = epigemm::cutlass_backend;
+  const int64_t m = 128 * 17 + 8, n = 128 * 10 + 8;
+  uint64_t index = 5500;
+  for (cb::TileConfig tile : {cb::TileConfig::pingpong_128x128x64_without_source,
+                              cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source,
+                              cb::TileConfig::pingpong_128x128x64, cb::TileConfig::pingpong_128x128x64_epilogue_64x64}) {
+    const bool reads_source = tile == cb::TileConfig::pingpong_128x128x64 ||
+                              tile == cb::TileConfig::pingpong_128x128x64_epilogue_64x64;
+    auto with_scalars = [&](GemmCase c) {
+      c.alpha = -0.75f;
+      c.beta = reads_source ? 0.5f : 0.0f;
+      return c;
+    };
+    for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
+      for (epigemm_activation_t a : every_activation()) {
+        run_kernel_and_check(
+            ctx, with_scalars(cutlass_case(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, a, EPIGEMM_OP_T, EPIGEMM_OP_N, dtype, m, n, 72, index++)),
+            tile);
+      }
+    }
+    for (epigemm_activation_t a : {EPIGEMM_ACTIVATION_SILU, EPIGEMM_ACTIVATION_GELU_ERF}) {
+      run_kernel_and_check(ctx,
+                           with_scalars(cutlass_case(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, a, EPIGEMM_OP_T, EPIGEMM_OP_N,
+                                                     EPIGEMM_DTYPE_BF16, m, n, 1032, index++)),
+                           tile);
+    }
+  }
 #endif
 }
 

@@ -105,7 +105,9 @@ const cb::TileConfig kAllConfigs[] = {cb::TileConfig::cooperative_128x128x64,
                                       cb::TileConfig::cooperative_128x64x64,
                                       cb::TileConfig::pingpong_128x128x64_epilogue_64x64,
                                       cb::TileConfig::cooperative_256x128x64_cluster_1x2,
-                                      cb::TileConfig::cooperative_256x128x64_cluster_1x2_without_source};
+                                      cb::TileConfig::cooperative_256x128x64_cluster_1x2_without_source,
+                                      cb::TileConfig::pingpong_128x128x64_without_source,
+                                      cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source};
 
 struct Variant {
   cb::TileConfig tile;
@@ -113,9 +115,9 @@ struct Variant {
   const cb::Kernel* kernel;
 };
 
-// "coop128x128", "pp128x128c1x2", "pp128x128e64x64", "coop256x128c1x2ns": the schedule, the tile,
-// the cluster, the epilogue subtile where the configuration names one, and "ns" for a kernel that
-// does not read D's old values (no source; the lab's calls have beta = 0).
+// "coop128x128", "pp128x128c1x2", "pp128x128e64x64", "coop256x128c1x2ns", "pp128x128e64x64ns": the
+// schedule, the tile, the cluster, the epilogue subtile where the configuration names one, and "ns"
+// for a kernel that does not read D's old values (no source; the lab's calls have beta = 0).
 std::string config_name(cb::TileConfig tile) {
   const cb::TileShape shape = cb::tile_shape_of(tile);
   const std::string name = cb::tile_config_name(tile);
@@ -125,7 +127,10 @@ std::string config_name(cb::TileConfig tile) {
     text += "c" + std::to_string(shape.cluster_m) + "x" + std::to_string(shape.cluster_n);
   }
   const size_t subtile = name.find("epilogue ");
-  if (subtile != std::string::npos) text += "e" + name.substr(subtile + std::string("epilogue ").size());
+  if (subtile != std::string::npos) {
+    const size_t begin = subtile + std::string("epilogue ").size();
+    text += "e" + name.substr(begin, name.find(' ', begin) - begin);
+  }
   if (name.find("without source") != std::string::npos) text += "ns";
   return text;
 }

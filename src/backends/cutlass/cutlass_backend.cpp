@@ -390,6 +390,12 @@ const Kernel* kernel_in_family(TileConfig tile, epigemm_dtype_t dtype, OperandLa
     case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
       return kernel_if_instantiated<family, TileConfig::cooperative_256x128x64_cluster_1x2_without_source>(
           dtype, layout, activation);
+    case TileConfig::pingpong_128x128x64_without_source:
+      return kernel_if_instantiated<family, TileConfig::pingpong_128x128x64_without_source>(dtype, layout,
+                                                                                              activation);
+    case TileConfig::pingpong_128x128x64_epilogue_64x64_without_source:
+      return kernel_if_instantiated<family, TileConfig::pingpong_128x128x64_epilogue_64x64_without_source>(
+          dtype, layout, activation);
   }
   return nullptr;
 }

@@ -29,7 +29,10 @@ constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
   switch (tile) {
     case TileConfig::cooperative_128x128x64: return family != KernelFamily::forward_activation_aux;
     case TileConfig::pingpong_128x128x64: return family != KernelFamily::linear_combination_bias;
-    case TileConfig::pingpong_128x128x64_epilogue_64x64: return family == KernelFamily::forward_activation_aux;
+    case TileConfig::pingpong_128x128x64_epilogue_64x64:
+    case TileConfig::pingpong_128x128x64_without_source:
+    case TileConfig::pingpong_128x128x64_epilogue_64x64_without_source:
+      return family == KernelFamily::forward_activation_aux;
     case TileConfig::pingpong_64x128x64:
     case TileConfig::cooperative_128x64x64: return family == KernelFamily::forward_activation_aux;
     case TileConfig::cooperative_256x128x64_cluster_1x2: return family != KernelFamily::linear_combination_bias;
@@ -49,7 +52,9 @@ constexpr TileShape tile_shape_of(TileConfig tile) {
   switch (tile) {
     case TileConfig::cooperative_128x128x64: return {128, 128, 1, 1};
     case TileConfig::pingpong_128x128x64: return {128, 128, 1, 1};
-    case TileConfig::pingpong_128x128x64_epilogue_64x64: return {128, 128, 1, 1};
+    case TileConfig::pingpong_128x128x64_epilogue_64x64:
+    case TileConfig::pingpong_128x128x64_without_source:
+    case TileConfig::pingpong_128x128x64_epilogue_64x64_without_source: return {128, 128, 1, 1};
     case TileConfig::pingpong_64x128x64: return {64, 128, 1, 1};
     case TileConfig::cooperative_128x64x64: return {128, 64, 1, 1};
     case TileConfig::cooperative_256x128x64_cluster_1x2:
@@ -72,12 +77,12 @@ inline TileGrid tile_grid_of(const GemmCall& call) { return tile_grid_of(call, T
 
 // The rule: DEFAULT and BIAS cooperative; the activation epilogues, forward and backward, on the
 // cooperative 256 x 128 tile in clusters of 1 x 2 where gemm_k is at least 8192 and the grid at
-// least 15 waves of 128 x 128 tiles (long_grid_wants_wide_tile; the forward ones on its kernel
-// without a source where beta is 0); elsewhere the forward ones
+// least 15 waves of 128 x 128 tiles (long_grid_wants_wide_tile); elsewhere the forward ones
 // ping-pong, with the 64 x 64 epilogue subtile for silu and the GELUs where gemm_k is at most
 // 1024, and on grids under 1.5 waves of 128 x 128 tiles with gemm_k at most 1024 on the smaller
 // tiles (forward_grid_wants_smaller_tiles); the backward ones ping-pong from two waves of tiles on
-// (2 x the SM count), cooperative below.
+// (2 x the SM count), cooperative below. The forward ones on the 256 x 128 and ping-pong 128 x 128
+// tiles run those tiles' kernels without a source where beta is 0 (every layer-level call).
 //
 // Why the forward subtile (docs/dev/cutlass_backend.md, "The forward epilogue's subtile"): where
 // gemm_k is short, a tile's main loop is too short to hide the other warp group's epilogue when
@@ -178,8 +183,19 @@ inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, con
                    ? TileConfig::cooperative_128x64x64
                    : TileConfig::pingpong_64x128x64;
       }
-      return forward_epilogue_wants_larger_subtile(call) ? TileConfig::pingpong_128x128x64_epilogue_64x64
-                                                         : TileConfig::pingpong_128x128x64;
+      // The ping-pong tiles likewise without a source where beta is 0: delayed TMA stores, and 6
+      // main-loop stages instead of 5 for the 64 x 64 subtile. Measured on the H200 (bf16,
+      // 2026-12-04): in the tiles lab back to back (08:01 UTC, the forward pass of 8 shapes, four
+      // activation epilogues each, the configuration this rule takes), with gemm_k <= 1024
+      // 0.931-0.996 of the kernel with a source, from 4096 on 0.974-1.028; in the benchmark
+      // (08:07-08:09 against 08:02-08:05, one machine), the 452 forward cases these tiles run:
+      // auto / plain GEMM 1.020 against 1.036, 394 of them faster (docs/dev/cutlass_backend.md,
+      // "The ping-pong tiles without a source").
+      if (forward_epilogue_wants_larger_subtile(call)) {
+        return call.beta == 0.0f ? TileConfig::pingpong_128x128x64_epilogue_64x64_without_source
+                                 : TileConfig::pingpong_128x128x64_epilogue_64x64;
+      }
+      return call.beta == 0.0f ? TileConfig::pingpong_128x128x64_without_source : TileConfig::pingpong_128x128x64;
     case KernelFamily::backward_activation_bgrad:
       if (long_grid_wants_wide_tile(call, device)) return TileConfig::cooperative_256x128x64_cluster_1x2;
       return tile_grid_of(call).tiles() >= 2 * int64_t(device.sm_count) ? TileConfig::pingpong_128x128x64
@@ -324,6 +340,9 @@ inline const char* tile_config_name(TileConfig tile) {
     case TileConfig::cooperative_128x128x64: return "cooperative 128x128x64 cluster 1x1x1";
     case TileConfig::pingpong_128x128x64: return "pingpong 128x128x64 cluster 1x1x1";
     case TileConfig::pingpong_128x128x64_epilogue_64x64: return "pingpong 128x128x64 cluster 1x1x1 epilogue 64x64";
+    case TileConfig::pingpong_128x128x64_without_source: return "pingpong 128x128x64 cluster 1x1x1 without source";
+    case TileConfig::pingpong_128x128x64_epilogue_64x64_without_source:
+      return "pingpong 128x128x64 cluster 1x1x1 epilogue 64x64 without source";
     case TileConfig::pingpong_64x128x64: return "pingpong 64x128x64 cluster 1x1x1";
     case TileConfig::cooperative_128x64x64: return "cooperative 128x64x64 cluster 1x1x1";
     case TileConfig::cooperative_256x128x64_cluster_1x2: return "cooperative 256x128x64 cluster 1x2x1";
@@ -370,14 +389,17 @@ struct Cooperative {
 // for the 64-row tile of small grids). The epilogue walks
 // the tile in subtiles of EpilogueTile: CUTLASS's choice (EpilogueTileAuto, 64 x 32: 16 elements a
 // thread between a shared-memory barrier and the subtile's TMA store) or a shape given.
-template <int kClusterN, class EpilogueTileShape = cutlass::epilogue::collective::EpilogueTileAuto, int kTileM = 128>
+// kReadsSource as for Cooperative (without a source: the 64 x 64 subtile's main loop gets 6 stages
+// instead of 5, CUTLASS's 64 x 32 one stays at 6; both get delayed TMA stores).
+template <int kClusterN, class EpilogueTileShape = cutlass::epilogue::collective::EpilogueTileAuto, int kTileM = 128,
+          bool kReadsSourceValue = true>
 struct Pingpong {
   using TileShape = cute::Shape<cute::Int<kTileM>, cute::_128, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::Int<kClusterN>, cute::_1>;
   using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
   using EpilogueTile = EpilogueTileShape;
-  static constexpr bool kReadsSource = true;
+  static constexpr bool kReadsSource = kReadsSourceValue;
 };
 
 // The CUTLASS types of a TileConfig value. (A cluster of two CTAs along gemm_n computes tiles of
@@ -392,6 +414,12 @@ template <>
 struct ConfigOf<TileConfig::pingpong_128x128x64> : Pingpong<1> {};
 template <>
 struct ConfigOf<TileConfig::pingpong_128x128x64_epilogue_64x64> : Pingpong<1, cute::Shape<cute::_64, cute::_64>> {};
+template <>
+struct ConfigOf<TileConfig::pingpong_128x128x64_without_source>
+    : Pingpong<1, cutlass::epilogue::collective::EpilogueTileAuto, 128, /*kReadsSource=*/false> {};
+template <>
+struct ConfigOf<TileConfig::pingpong_128x128x64_epilogue_64x64_without_source>
+    : Pingpong<1, cute::Shape<cute::_64, cute::_64>, 128, /*kReadsSource=*/false> {};
 template <>
 struct ConfigOf<TileConfig::pingpong_64x128x64>
     : Pingpong<1, cutlass::epilogue::collective::EpilogueTileAuto, 64> {};
