@@ -159,13 +159,8 @@ struct BackwardActivationBgrad {
   static std::string label() {
     return std::string("backward_activation_bgrad(") + activation_name(Activation::id) + ")";
   }
-  // ElementSource void: the beta * C term is left out (a kernel that does not read D's old values).
-  template <class ElementSource>
-  using OperationReading =
-      DeEltActRowPartialSums<cutlass::layout::ColumnMajor, GradientTimesDerivative<Activation>::template Fn,
-                             /*ElementOutput=*/Element, /*ElementAux=*/Element, ElementSource>;
-  using Operation = OperationReading<Element>;
-  using OperationWithoutSource = OperationReading<void>;
+  using Operation = DeEltActRowPartialSums<cutlass::layout::ColumnMajor, GradientTimesDerivative<Activation>::template Fn,
+                                           /*ElementOutput=*/Element, /*ElementAux=*/Element>;
   static constexpr bool kSumsRows = true;
   template <class FusionArguments>
   static void set(FusionArguments& fusion, const GemmCall& call, float* partials) {

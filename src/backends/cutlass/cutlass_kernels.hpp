@@ -100,8 +100,7 @@ enum class KernelFamily { linear_combination_bias, forward_activation_aux, backw
 //                                         values, so 4 main-loop stages instead of 3
 //   pingpong_128x128x64_without_source, pingpong_128x128x64_epilogue_64x64_without_source   the
 //                                         two forward ping-pong tiles where beta = 0 (delayed TMA
-//                                         stores; 6 stages for the 64 x 64 subtile instead of 5);
-//                                         the first also for the activation gradients, to measure
+//                                         stores; 6 stages for the 64 x 64 subtile instead of 5)
 // (The ping-pong tile in clusters, and the cooperative tile with CUTLASS's stream-K scheduler or
 // split-K, were measured and not kept: docs/dev/cutlass_backend.md, "Larger tiles and clusters",
 // "Stream-K", "Split-K for grids of a few dozen tiles" and "The large grids at the full clock and

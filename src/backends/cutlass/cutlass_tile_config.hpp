@@ -30,9 +30,9 @@ constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
     case TileConfig::cooperative_128x128x64: return family != KernelFamily::forward_activation_aux;
     case TileConfig::pingpong_128x128x64: return family != KernelFamily::linear_combination_bias;
     case TileConfig::pingpong_128x128x64_epilogue_64x64:
+    case TileConfig::pingpong_128x128x64_without_source:
     case TileConfig::pingpong_128x128x64_epilogue_64x64_without_source:
       return family == KernelFamily::forward_activation_aux;
-    case TileConfig::pingpong_128x128x64_without_source: return family != KernelFamily::linear_combination_bias;
     case TileConfig::pingpong_64x128x64:
     case TileConfig::cooperative_128x64x64: return family == KernelFamily::forward_activation_aux;
     case TileConfig::cooperative_256x128x64_cluster_1x2: return family != KernelFamily::linear_combination_bias;
