@@ -327,22 +327,41 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
 }
 
 // A kernel without a source (no shared memory for D's old values) refuses a call with beta != 0,
-// saying why, before CUTLASS is asked.
+// saying why, before CUTLASS is asked; each of the three configurations. And on the grids that take
+// those kernels where beta = 0, a call with beta != 0 gets a kernel that accepts it.
 TEST(CutlassSupport, KernelWithoutSourceRefusesBeta) {
   namespace cb = epigemm::cutlass_backend;
-  const cb::TileConfig tile = cb::TileConfig::cooperative_256x128x64_cluster_1x2_without_source;
-  const cb::Kernel* kernel = cb::find_kernel(cb::KernelFamily::forward_activation_aux, tile, EPIGEMM_DTYPE_BF16,
-                                             cb::OperandLayout::tn, EPIGEMM_ACTIVATION_SILU);
-  ASSERT_NE(kernel, nullptr);
-  epigemm::GemmCall call =
-      host_probe_call(EPIGEMM_EPILOGUE_ACT, EPIGEMM_ACTIVATION_SILU, EPIGEMM_OP_T, EPIGEMM_OP_N, 520, 376, 200);
-  call.beta = 0.5f;
   const cb::DeviceFacts h200{0, 132};
-  const epigemm::Status refused = kernel->check_can_implement(call, h200, cb::tile_order_for(call, h200, tile));
-  EXPECT_FALSE(refused.ok());
-  EXPECT_EQ(refused.code(), EPIGEMM_STATUS_NOT_SUPPORTED);
-  EXPECT_NE(refused.message().find("does not read D's old values: beta is 0.5; expected 0"), std::string::npos)
-      << refused.message();
+  for (cb::TileConfig tile : {cb::TileConfig::cooperative_256x128x64_cluster_1x2_without_source,
+                              cb::TileConfig::pingpong_128x128x64_without_source,
+                              cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source}) {
+    SCOPED_TRACE(cb::tile_config_name(tile));
+    const cb::Kernel* kernel = cb::find_kernel(cb::KernelFamily::forward_activation_aux, tile, EPIGEMM_DTYPE_BF16,
+                                               cb::OperandLayout::tn, EPIGEMM_ACTIVATION_SILU);
+    ASSERT_NE(kernel, nullptr);
+    epigemm::GemmCall call =
+        host_probe_call(EPIGEMM_EPILOGUE_ACT, EPIGEMM_ACTIVATION_SILU, EPIGEMM_OP_T, EPIGEMM_OP_N, 520, 376, 200);
+    call.beta = 0.5f;
+    const epigemm::Status refused = kernel->check_can_implement(call, h200, cb::tile_order_for(call, h200, tile));
+    EXPECT_FALSE(refused.ok());
+    EXPECT_EQ(refused.code(), EPIGEMM_STATUS_NOT_SUPPORTED);
+    EXPECT_NE(refused.message().find("does not read D's old values: beta is 0.5; expected 0"), std::string::npos)
+        << refused.message();
+  }
+  // The 256 x 128 tile's grid (gemm_k 16384, 2048 tiles), the ping-pong tile's with CUTLASS's subtile
+  // (gemm_k 2048) and with the 64 x 64 one (gemm_k 1024, silu), with beta != 0: the kernel the rule
+  // picks on the H200 (as supports() does) reads D's old values and accepts the call.
+  for (int64_t k : {int64_t(16384), int64_t(2048), int64_t(1024)}) {
+    epigemm::GemmCall call = host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_SILU, EPIGEMM_OP_T,
+                                             EPIGEMM_OP_N, 128 * 32, 128 * 64, k);
+    call.beta = 0.5f;
+    const cb::TileConfig tile = cb::tile_config_for(cb::KernelFamily::forward_activation_aux, call, h200);
+    const cb::Kernel* kernel = cb::find_kernel(cb::KernelFamily::forward_activation_aux, tile, EPIGEMM_DTYPE_BF16,
+                                               cb::OperandLayout::tn, EPIGEMM_ACTIVATION_SILU);
+    ASSERT_NE(kernel, nullptr) << "gemm_k " << k;
+    const epigemm::Status accepted = kernel->check_can_implement(call, h200, cb::tile_order_for(call, h200, tile));
+    EXPECT_TRUE(accepted.ok()) << "gemm_k " << k << " on " << kernel->name << ": " << accepted.message();
+  }
 }
 // The tile order is a pure function of the call's tile grid in the configuration's tiles and the
 // SM count: runs of 4 (else 2) tiles from two waves of tiles on, where CUTLASS's rounding of the
@@ -638,7 +657,8 @@ TEST(CutlassBackend, GridSmallerThanTheSmCount) {
 // GELUs, with CUTLASS's 64 x 32 for relu and the identity, and where gemm_k = 1032 (16 64-deep
 // slices and 8; silu and gelu_erf, the rest costs the CPU reference too long). Shapes not
 // multiples of the tile; ACT_AUX_BIAS (each kernel also runs ACT, ACT_BIAS and ACT_AUX, with the
-// bias or aux node switched off), and ACT on the two smaller grids. On another SM count the rule
+// bias or aux node switched off), and ACT on the two smaller grids; and on the 18 x 11 grids
+// ACT_AUX_BIAS with beta = 0.5 (the ping-pong kernels with a source). On another SM count the rule
 // may pick other kernels for these shapes; the test then still checks them against the reference.
 // (The 256 x 128 tile, which the rule takes only on calls too large for the reference, is
 // WideTileInClustersOfTwo's.)
@@ -688,6 +708,14 @@ TEST(CutlassBackend, ForwardKernelsOfEveryTileConfiguration) {
           run_on_cutlass_and_check(ctx, cutlass_case(e, a, EPIGEMM_OP_T, EPIGEMM_OP_N, dtype, g.m, g.n, g.k, index++));
         }
       }
+    }
+  }
+  // beta != 0 on the 18 x 11 grids: the ping-pong kernels that read D's old values.
+  for (const Grid& g : {grids[2], grids[3]}) {
+    for (epigemm_activation_t a : {silu, gelu_erf}) {
+      GemmCase c = cutlass_case(act_aux_bias, a, EPIGEMM_OP_T, EPIGEMM_OP_N, bf16, g.m, g.n, g.k, index++);
+      c.beta = 0.5f;
+      run_on_cutlass_and_check(ctx, c);
     }
   }
 }
@@ -793,7 +821,7 @@ TEST(CutlassBackend, WideTileInClustersOfTwo) {
                                     256 * 12 + 8, 128 * 11 - 8, 136, 5401),
                        wide);
   // The same tile without a source (no shared memory for D's old values): the forward kernels with
-  // beta = 0, on the same shapes; a call with beta != 0 is refused with the reason.
+  // beta = 0, on the same shapes (KernelWithoutSourceRefusesBeta: a call with beta != 0).
   const auto wide_without_source = epigemm::cutlass_backend::TileConfig::cooperative_256x128x64_cluster_1x2_without_source;
   for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
     for (GemmCase c : every_kernel(dtype, 520, 376, 200, index)) {

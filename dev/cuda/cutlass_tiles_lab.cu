@@ -22,7 +22,7 @@
 //                             [--swizzles 1,4,8] [--sets N] [--idle-ms N] [--reps N] [--warmup N]
 //                             [--configs NAME,...] [--sustain-ms N] [--csv FILE]
 // --configs: the configurations to run, by the names the table prints without the tile order
-// (coop128x128, pp128x128, pp128x128c2x2, ...; default: all).
+// (coop128x128, pp128x128, pp128x128e64x64, coop256x128c1x2, pp128x128ns, ...; default: all).
 // --sets: how many operand sets the calls rotate among (1-8; default: enough for 512 MB, at most 8);
 // --sets 1 repeats one set, so what fits of it stays in L2 between calls.
 // --idle-ms N: before each timed call, wait for the GPU and then N ms more, so that every call

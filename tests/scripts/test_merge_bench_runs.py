@@ -1,7 +1,8 @@
 """scripts/merge_bench_runs.py on two small benchmark folders: a full run (forward and data
-gradient of one shape) and a later forward-only run of the same shape. The merged CSV and markdown
-take the forward rows from the later run and the data-gradient rows from the first; the summary is
-recomputed from the merged rows (auto / plain GEMM, auto / fastest backend, cuBLASLt / auto).
+gradient of one shape) and a later forward-only run of the same shape and of a second shape that
+has no cuBLASLt time. The merged CSV and markdown take the forward rows from the later run, the
+data-gradient rows from the first, and the second shape's row after the first one's; the summary
+is recomputed from the merged rows (auto / plain GEMM, auto / fastest backend, cuBLASLt / auto).
 
     python3 tests/scripts/test_merge_bench_runs.py <repository root>
 """
@@ -14,28 +15,29 @@ import tempfile
 
 HEADER = ("shape,pass,gemm_m,gemm_n,gemm_k,epilogue,activation,variant,ms,ratio_to_floor,bytes,"
           "bandwidth_tbps_or_tflops,fraction_of_copy,note,shape_set").split(",")
-SHAPE = "2048,64,32"
+SHAPE, OTHER = "2048,64,32", "4096,64,32"
 
 
-def rows(pass_name, auto_ms, cutlass_ms):
-    """One epilogue case of SHAPE: the plain GEMM takes 1.0 ms, cuda 1.5, cuBLASLt fused 1.6."""
+def rows(shape, pass_name, auto_ms, cutlass_ms, lt_ms):
+    """One epilogue case: the plain GEMM takes 1.0 ms, cuda 1.5, cuBLASLt fused lt_ms ("n/a": none)."""
     def row(variant, ms, ratio="", note=""):
-        return dict(zip(HEADER, [SHAPE, pass_name, 32, 2048, 64, "ACT(silu)", "silu", variant, ms, ratio, "", "", "",
+        return dict(zip(HEADER, [shape, pass_name, 32, 2048, 64, "ACT(silu)", "silu", variant, ms, ratio, "", "", "",
                                  note, "public"]))
-    return [row("floor", 1.0), row("cuda", 1.5), row("cutlass", cutlass_ms), row("lt_fused", 1.6),
+    return [row("floor", 1.0), row("cuda", 1.5), row("cutlass", cutlass_ms), row("lt_fused", lt_ms),
             row("auto", auto_ms, auto_ms / 1.0, "auto ran cutlass")]
 
 
-def write_run(folder, date, passes):
-    """A folder as epigemm_bench_gpu --out writes it, for passes: {pass: (auto ms, cutlass ms)}."""
+def write_run(folder, date, cases):
+    """A folder as epigemm_bench_gpu --out writes it, for cases: {(shape, pass): (auto ms, cutlass
+    ms, cuBLASLt ms)}."""
     os.makedirs(folder)
-    all_rows = [r for p, (a, c) in passes.items() for r in rows(p, a, c)]
+    all_rows = [r for (shape, p), times in cases.items() for r in rows(shape, p, *times)]
     with open(os.path.join(folder, "bench_gpu.csv"), "w", newline="") as f:
         f.write(f"# device: test, date {date} UTC, median of 3\n")
         writer = csv.DictWriter(f, HEADER, lineterminator="\n")
         writer.writeheader()
         writer.writerows(all_rows)
-    table = "".join(f"| {SHAPE} | {p} | ACT(silu) | {a:.4f} |\n" for p, (a, _) in passes.items())
+    table = "".join(f"| {shape} | {p} | ACT(silu) | {a:.4f} |\n" for (shape, p), (a, _, _) in cases.items())
     with open(os.path.join(folder, "bench_gpu.md"), "w") as f:
         f.write(f"# bench\n\ndevice: test, date {date} UTC, median of 3\n\n## End to end\n\n"
                 "| shape | pass | epilogue | ms |\n|---|---|---|---|\n" + table + "\n## Floors\n\ncopy 4 TB/s\n")
@@ -54,8 +56,8 @@ def main():
             failures.append(what)
     with tempfile.TemporaryDirectory() as tmp:
         first, later = os.path.join(tmp, "full"), os.path.join(tmp, "fprop")
-        write_run(first, "2026-01-01 10:00", {"fprop": (1.20, 1.20), "dgrad": (1.10, 1.05)})
-        write_run(later, "2026-01-01 10:05", {"fprop": (1.05, 1.05)})
+        write_run(first, "2026-01-01 10:00", {(SHAPE, "fprop"): (1.20, 1.20, 1.6), (SHAPE, "dgrad"): (1.10, 1.05, 1.6)})
+        write_run(later, "2026-01-01 10:05", {(SHAPE, "fprop"): (1.05, 1.05, 1.6), (OTHER, "fprop"): (1.02, 1.02, "n/a")})
         out = os.path.join(tmp, "merged")
         run = subprocess.run([sys.executable, os.path.join(root, "scripts", "merge_bench_runs.py"), "--out", out,
                               "--note", "two runs", first, later], capture_output=True, text=True)
@@ -64,20 +66,23 @@ def main():
             lines = open(out + ".csv").read().splitlines()
             check(sum(l.startswith("#") for l in lines) == 2, "the CSV keeps both header lines")
             merged = list(csv.DictReader([l for l in lines if not l.startswith("#")]))
-            auto = {r["pass"]: float(r["ms"]) for r in merged if r["variant"] == "auto"}
-            check(auto == {"fprop": 1.05, "dgrad": 1.10}, f"auto rows per pass: {auto}")
-            check(len(merged) == 10, f"{len(merged)} merged rows, expected 10 (5 per pass)")
+            auto = {(r["shape"], r["pass"]): float(r["ms"]) for r in merged if r["variant"] == "auto"}
+            check(auto == {(SHAPE, "fprop"): 1.05, (SHAPE, "dgrad"): 1.10, (OTHER, "fprop"): 1.02},
+                  f"auto rows per shape and pass: {auto}")
+            check(len(merged) == 15, f"{len(merged)} merged rows, expected 15 (5 per case)")
             md = open(out + ".md").read()
-            check("| fprop | ACT(silu) | 1.0500 |" in md and "| dgrad | ACT(silu) | 1.1000 |" in md
-                  and "1.2000" not in md, "the markdown rows come from the run that wins each pass")
+            check(f"| {SHAPE} | fprop | ACT(silu) | 1.0500 |\n| {SHAPE} | dgrad | ACT(silu) | 1.1000 |\n"
+                  f"| {OTHER} | fprop | ACT(silu) | 1.0200 |" in md and "1.2000" not in md,
+                  f"the markdown rows come from the run that wins each pass, the later shape's last:\n{md}")
             check("date 2026-01-01 10:00 UTC (two runs)," in md, "the note follows the first run's date")
             dispatch = open(out + "-dispatch.md").read()
             check("the program's own line" not in dispatch, "the first run's summary is replaced")
-            geomean = math.exp((math.log(1.05) + math.log(1.10)) / 2)
+            geomean = math.exp((math.log(1.05) + math.log(1.10) + math.log(1.02)) / 3)
             lt = math.exp((math.log(1.6 / 1.05) + math.log(1.6 / 1.10)) / 2)
-            # fprop: auto 1.05 (not over 1.05), the fastest; dgrad: auto 1.10, over cutlass's 1.05 by 1.048.
-            expected = (f"| public | 2 | {geomean:.3f} | 1 of 2 (1.100) | 0 of 0 (0.000) | 0 (0.000) | "
-                        f"{lt:.3f} (2) | 1 of 2 ({1.10 / 1.05:.3f}) |")
+            # fprop: auto 1.05 (not over 1.05), the fastest; dgrad: auto 1.10, over cutlass's 1.05 by
+            # 1.048; the second shape: 1.02, no cuBLASLt time.
+            expected = (f"| public | 3 | {geomean:.3f} | 1 of 3 (1.100) | 0 of 0 (0.000) | 0 (0.000) | "
+                        f"{lt:.3f} (2) | 1 of 3 ({1.10 / 1.05:.3f}) |")
             check(expected in dispatch, f"the recomputed summary row, expected {expected!r} in:\n{dispatch}")
     if failures:
         print("FAILED:\n  " + "\n  ".join(failures))

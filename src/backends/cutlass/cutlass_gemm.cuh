@@ -7,7 +7,8 @@
 // op(A) gemm_m x gemm_k, op(B) gemm_k x gemm_n. CUTLASS's problem is the same (M, N, K) =
 // (gemm_m, gemm_n, gemm_k), L = 1; A is (M, K), B is (N, K) in CUTLASS's index order, each with one
 // unit stride (cutlass_kernels.hpp, OperandLayout) and the leading dimension as the other.
-// D, C (D itself, read only when beta != 0) and aux are column-major: (M, N) strides (1, ld).
+// D, C (D itself, read only when beta != 0; a kernel without a source has no C) and aux are
+// column-major: (M, N) strides (1, ld).
 // The bias and the bias gradient are per row of D, i.e. per M index: a column vector in CUTLASS's
 // terms (ColBroadcast, ColReduction).
 //
@@ -188,8 +189,8 @@ struct CutlassGemm {
   using Config = ConfigOf<tile>;
   static_assert(shapes_agree<tile>(), "tile_shape_of and ConfigOf describe different tiles");
   using Element = typename ElementOf<dtype>::type;
-  // void: no source, no shared memory for it (Cooperative's kReadsSource); such a kernel takes
-  // calls with beta = 0 only (check_can_implement).
+  // void: no source, no shared memory for it (the configuration's kReadsSource: Cooperative,
+  // Pingpong); such a kernel takes calls with beta = 0 only (check_can_implement).
   using ElementC = std::conditional_t<Config::kReadsSource, Element, void>;
   using LayoutA = typename LayoutTagsOf<layout>::A;
   using LayoutB = typename LayoutTagsOf<layout>::B;
@@ -245,7 +246,7 @@ struct CutlassGemm {
 
   // The call as CUTLASS's arguments; workspace is not part of them (partials: where the row
   // partial sums go, or null). C is D itself (read only when beta != 0: CUTLASS skips the source
-  // load when beta is 0, so a NaN D_old is never read).
+  // load when beta is 0, so a NaN D_old is never read); a kernel without a source has none.
   static Arguments arguments(const GemmCall& call, const DeviceFacts& device, TileOrder order,
                              float* partials = nullptr) {
     using StrideA = typename GemmKernel::StrideA;

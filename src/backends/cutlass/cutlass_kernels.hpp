@@ -118,14 +118,16 @@ enum class TileConfig {
 };
 
 // One compiled kernel. The call passed to each function has been accepted by validate() and by the
-// backend's own checks (dtypes, alignment, extents: cutlass_backend.cpp), so only what CUTLASS
-// itself decides is left to check_can_implement.
+// backend's own checks (dtypes, alignment, extents: cutlass_backend.cpp), so what is left to
+// check_can_implement is what CUTLASS itself decides and, for a kernel without a source, beta = 0;
+// prepare and run take only a call that check_can_implement accepted.
 struct Kernel {
   // "bf16 TN forward_activation_aux(gelu_tanh) cooperative 128x128x64 cluster 1x1x1"
   const char* name;
   // The tile configuration it was compiled with (its tile order depends on it).
   TileConfig tile;
-  // CUTLASS's can_implement for the call's arguments (a status naming the kernel when it refuses).
+  // CUTLASS's can_implement for the call's arguments, after refusing beta != 0 where the kernel
+  // has no source (a status naming the kernel when it refuses).
   Status (*check_can_implement)(const GemmCall& call, const DeviceFacts& device, TileOrder order);
   // Bytes of workspace the kernel uses for this call's shapes (the DACT_BGRAD partial row sums,
   // CUTLASS's tile scheduler), plus the slack to align the caller's workspace to 16 bytes.
