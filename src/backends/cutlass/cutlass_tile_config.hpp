@@ -153,7 +153,49 @@ inline bool long_grid_wants_wide_tile(const GemmCall& call, const DeviceFacts& d
   return call.gemm_k >= kShortestMeasuredK && tile_grid_of(call).tiles() >= kFewestMeasuredWaves * int64_t(device.sm_count);
 }
 
-//
+// The kernel of the same tile that does not read D's old values, where there is one: for the
+// forward activation epilogues with beta = 0 (every layer-level call). Its epilogue keeps no shared
+// memory for them, which leaves the main loop more stages (the 256 x 128 tile 4 instead of 3, the
+// ping-pong tile's 64 x 64 subtile 6 instead of 5), and CUTLASS issues each subtile's TMA store
+// after the next subtile's math (delayed TMA stores). Measured on the H200 (bf16, 2026-12-04), each
+// over the kernel with a source: the 256 x 128 tile on the forward calls of 8192,16384,4096,
+// 16384,8192,28672 and 8192,13824,5120 (07:30-07:33 UTC) 0.956-0.975 in the tiles lab back to back,
+// 0.957-1.003 after 200 ms idle, 0.984-0.997 alone under sustained load, and in the benchmark,
+// auto / plain GEMM over those 54 cases 1.020 against 1.042; the ping-pong tiles in the tiles lab
+// (08:01 UTC, the forward pass of 8 shapes, the subtile the rule takes) 0.931-0.996 with gemm_k <=
+// 1024 and 0.974-1.028 from 4096 on, and in the benchmark (08:07-08:09 against 08:02-08:05, one
+// machine) over the 452 forward cases they run 1.020 against 1.036, 394 of them faster
+// (docs/dev/cutlass_backend.md, "The 256 x 128 tile without a source", "The ping-pong tiles without
+// a source").
+constexpr TileConfig without_source_where_there_is_one(TileConfig tile) {
+  switch (tile) {
+    case TileConfig::cooperative_256x128x64_cluster_1x2:
+      return TileConfig::cooperative_256x128x64_cluster_1x2_without_source;
+    case TileConfig::pingpong_128x128x64: return TileConfig::pingpong_128x128x64_without_source;
+    case TileConfig::pingpong_128x128x64_epilogue_64x64:
+      return TileConfig::pingpong_128x128x64_epilogue_64x64_without_source;
+    case TileConfig::cooperative_128x128x64:
+    case TileConfig::pingpong_64x128x64:
+    case TileConfig::cooperative_128x64x64:
+    case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
+    case TileConfig::pingpong_128x128x64_without_source:
+    case TileConfig::pingpong_128x128x64_epilogue_64x64_without_source: return tile;
+  }
+  return tile;
+}
+
+// The forward activation epilogues' tile, before the choice of the kernel without a source.
+inline TileConfig forward_tile_for(const GemmCall& call, const DeviceFacts& device) {
+  if (long_grid_wants_wide_tile(call, device)) return TileConfig::cooperative_256x128x64_cluster_1x2;
+  if (forward_grid_wants_smaller_tiles(call, device)) {
+    return tile_grid_of(call, tile_shape_of(TileConfig::cooperative_128x64x64)).tiles() <= int64_t(device.sm_count)
+               ? TileConfig::cooperative_128x64x64
+               : TileConfig::pingpong_64x128x64;
+  }
+  return forward_epilogue_wants_larger_subtile(call) ? TileConfig::pingpong_128x128x64_epilogue_64x64
+                                                     : TileConfig::pingpong_128x128x64;
+}
+
 // Why the backward threshold (dev/cuda/cutlass_tiles_lab.cu, public and derive shapes, bf16, DACT
 // with gelu_erf and DACT_BGRAD with silu, each over cuBLAS's plain GEMM with the tile order the
 // rule takes; H200, 2026-12-02 05:28 UTC): from 288 tiles on ping-pong was never slower, and from
@@ -163,39 +205,10 @@ inline bool long_grid_wants_wide_tile(const GemmCall& call, const DeviceFacts& d
 // the cooperative kernel's two warp groups share the tile's epilogue.
 inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, const DeviceFacts& device) {
   switch (family) {
-    case KernelFamily::forward_activation_aux:
-      if (long_grid_wants_wide_tile(call, device)) {
-        // Without a source (beta = 0, every layer-level call) the tile's epilogue keeps no shared
-        // memory for D's old values, which leaves the main loop 4 stages instead of 3, and CUTLASS
-        // issues each subtile's TMA store after the next subtile's math (delayed TMA stores).
-        // Measured on the H200 (bf16, 2026-12-04 07:30-07:33 UTC, the forward calls of
-        // 8192,16384,4096, 16384,8192,28672 and 8192,13824,5120, four activation epilogues each),
-        // its time over the kernel with a source:
-        // 0.956-0.975 in the tiles lab back to back, 0.957-1.003 after 200 ms idle, 0.984-0.997
-        // alone under sustained load; in the benchmark, auto / plain GEMM over those three shapes'
-        // 54 such cases 1.020 against 1.042 (docs/dev/cutlass_backend.md, "The 256 x 128 tile
-        // without a source").
-        return call.beta == 0.0f ? TileConfig::cooperative_256x128x64_cluster_1x2_without_source
-                                 : TileConfig::cooperative_256x128x64_cluster_1x2;
-      }
-      if (forward_grid_wants_smaller_tiles(call, device)) {
-        return tile_grid_of(call, tile_shape_of(TileConfig::cooperative_128x64x64)).tiles() <= int64_t(device.sm_count)
-                   ? TileConfig::cooperative_128x64x64
-                   : TileConfig::pingpong_64x128x64;
-      }
-      // The ping-pong tiles likewise without a source where beta is 0: delayed TMA stores, and 6
-      // main-loop stages instead of 5 for the 64 x 64 subtile. Measured on the H200 (bf16,
-      // 2026-12-04): in the tiles lab back to back (08:01 UTC, the forward pass of 8 shapes, four
-      // activation epilogues each, the configuration this rule takes), with gemm_k <= 1024
-      // 0.931-0.996 of the kernel with a source, from 4096 on 0.974-1.028; in the benchmark
-      // (08:07-08:09 against 08:02-08:05, one machine), the 452 forward cases these tiles run:
-      // auto / plain GEMM 1.020 against 1.036, 394 of them faster (docs/dev/cutlass_backend.md,
-      // "The ping-pong tiles without a source").
-      if (forward_epilogue_wants_larger_subtile(call)) {
-        return call.beta == 0.0f ? TileConfig::pingpong_128x128x64_epilogue_64x64_without_source
-                                 : TileConfig::pingpong_128x128x64_epilogue_64x64;
-      }
-      return call.beta == 0.0f ? TileConfig::pingpong_128x128x64_without_source : TileConfig::pingpong_128x128x64;
+    case KernelFamily::forward_activation_aux: {
+      const TileConfig tile = forward_tile_for(call, device);
+      return call.beta == 0.0f ? without_source_where_there_is_one(tile) : tile;
+    }
     case KernelFamily::backward_activation_bgrad:
       if (long_grid_wants_wide_tile(call, device)) return TileConfig::cooperative_256x128x64_cluster_1x2;
       return tile_grid_of(call).tiles() >= 2 * int64_t(device.sm_count) ? TileConfig::pingpong_128x128x64
