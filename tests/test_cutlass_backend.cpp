@@ -420,8 +420,9 @@ TEST(CutlassSupport, ScheduledGridRoundsToClustersThenToTheSwizzle) {
 
 // The tile configuration: cooperative for DEFAULT and BIAS; ping-pong for the forward activation
 // epilogues (its kernels without a source where beta = 0), with the 64 x 64 epilogue subtile for
-// silu and the GELUs where gemm_k <= 1024, whatever the grid; for the backward ones ping-pong from two waves of tiles on (264 on the H200),
-// cooperative below. Each choice is a configuration its family instantiates.
+// silu and the GELUs where gemm_k <= 1024, whatever the grid; for the backward ones ping-pong from
+// two waves of tiles on (264 on the H200), cooperative below. Each choice is a configuration its
+// family instantiates.
 TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
   namespace cb = epigemm::cutlass_backend;
   const cb::DeviceFacts h200{0, 132};
@@ -653,8 +654,8 @@ TEST(CutlassBackend, GridSmallerThanTheSmCount) {
 // cooperative 128 x 64 tile on 2 x 3 tiles of 128 x 128 (the other tests' small shapes take it too),
 // the ping-pong 64 x 128 tile on 9 x 9, and on 18 x 11 (198 tiles, 1.5 waves) the ping-pong
 // 128 x 128 tile (its kernels without a source: the cases have beta = 0; the ones with a source are
-// PingpongTilesWithAndWithoutSource's): with the 64 x 64 epilogue subtile where gemm_k is at most 1024 for silu and the
-// GELUs, with CUTLASS's 64 x 32 for relu and the identity, and where gemm_k = 1032 (16 64-deep
+// PingpongTilesWithAndWithoutSource's): with the 64 x 64 epilogue subtile where gemm_k is at most
+// 1024 for silu and the GELUs, with CUTLASS's 64 x 32 for relu and the identity, and where gemm_k = 1032 (16 64-deep
 // slices and 8; silu and gelu_erf, the rest costs the CPU reference too long). Shapes not
 // multiples of the tile; ACT_AUX_BIAS (each kernel also runs ACT, ACT_BIAS and ACT_AUX, with the
 // bias or aux node switched off), and ACT on the two smaller grids; and on the 18 x 11 grids
