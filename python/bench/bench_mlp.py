@@ -167,7 +167,11 @@ def main(argv=None):
         print(line, flush=True)
     table = []
     for tokens, in_f, out_f in shapes:
+        # When each shape ran (UTC), to set beside the GPU's clocks sampled meanwhile (gpu_check.sh).
+        started = datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M:%S")
         results = time_shape(tokens, in_f, out_f, args.rounds, args.warmup, args.steps, not args.no_compile)
+        finished = datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M:%S")
+        print(f"  ({tokens},{in_f},{out_f}) timed {started}-{finished} UTC", flush=True)
         eager_ms, eager_sync_ms, _ = results["PyTorch eager"]
         flops = 3 * 2 * 2 * tokens * in_f * out_f  # 2 GEMMs forward, 4 backward, 2 flops per MAC
         for name, (ms, sync_ms, diff) in results.items():
