@@ -88,13 +88,13 @@ fi
 
 if has_step bench; then
 step "benchmark: python/bench/bench_mlp.py"
-# shellcheck disable=SC2086
 # The GPU's SM clock, power and utilization every 200 ms meanwhile (the log says when each shape
 # ran): a shape whose steps wait on the host leaves the GPU idle between kernels, and its clock
 # may drop; both paths of a shape run in the same minutes.
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,utilization.gpu --format=csv -lms 200 \
   > "$OUT/bench_mlp-clocks.csv" 2>&1 &
 SAMPLER=$!
+# shellcheck disable=SC2086
 (cd "$WORK" && timeout 540 "$VPY" "$ROOT/python/bench/bench_mlp.py" --out "$OUT" ${BENCH_ARGS:-}) > "$OUT/bench_mlp.log" 2>&1
 BENCH_RC=$?
 kill "$SAMPLER" 2>/dev/null
