@@ -34,9 +34,7 @@ constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64_without_source:
       return family == KernelFamily::forward_activation_aux;
     case TileConfig::pingpong_64x128x64:
-    case TileConfig::pingpong_64x128x64_without_source:
-    case TileConfig::cooperative_128x64x64:
-    case TileConfig::cooperative_128x64x64_without_source: return family == KernelFamily::forward_activation_aux;
+    case TileConfig::cooperative_128x64x64: return family == KernelFamily::forward_activation_aux;
     case TileConfig::cooperative_256x128x64_cluster_1x2: return family != KernelFamily::linear_combination_bias;
     case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
       return family == KernelFamily::forward_activation_aux;
@@ -57,10 +55,8 @@ constexpr TileShape tile_shape_of(TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64:
     case TileConfig::pingpong_128x128x64_without_source:
     case TileConfig::pingpong_128x128x64_epilogue_64x64_without_source: return {128, 128, 1, 1};
-    case TileConfig::pingpong_64x128x64:
-    case TileConfig::pingpong_64x128x64_without_source: return {64, 128, 1, 1};
-    case TileConfig::cooperative_128x64x64:
-    case TileConfig::cooperative_128x64x64_without_source: return {128, 64, 1, 1};
+    case TileConfig::pingpong_64x128x64: return {64, 128, 1, 1};
+    case TileConfig::cooperative_128x64x64: return {128, 64, 1, 1};
     case TileConfig::cooperative_256x128x64_cluster_1x2:
     case TileConfig::cooperative_256x128x64_cluster_1x2_without_source: return {256, 128, 1, 2};
   }
@@ -170,9 +166,7 @@ inline bool long_grid_wants_wide_tile(const GemmCall& call, const DeviceFacts& d
 // 1024 and 0.974-1.028 from 4096 on, and in the benchmark (08:07-08:09 against 08:02-08:05, one
 // machine) over the 452 forward cases they run 1.020 against 1.036, 394 of them faster
 // (docs/dev/cutlass_backend.md, "The 256 x 128 tile without a source", "The ping-pong tiles without
-// a source"). The two smaller tiles of small forward grids likewise (delayed TMA stores; the
-// cooperative 128 x 64 tile 8 main-loop stages instead of 7, the ping-pong 64 x 128 one 8 either
-// way): a candidate, not measured yet.
+// a source").
 constexpr TileConfig without_source_where_there_is_one(TileConfig tile) {
   switch (tile) {
     case TileConfig::cooperative_256x128x64_cluster_1x2:
@@ -180,14 +174,12 @@ constexpr TileConfig without_source_where_there_is_one(TileConfig tile) {
     case TileConfig::pingpong_128x128x64: return TileConfig::pingpong_128x128x64_without_source;
     case TileConfig::pingpong_128x128x64_epilogue_64x64:
       return TileConfig::pingpong_128x128x64_epilogue_64x64_without_source;
-    case TileConfig::pingpong_64x128x64: return TileConfig::pingpong_64x128x64_without_source;
-    case TileConfig::cooperative_128x64x64: return TileConfig::cooperative_128x64x64_without_source;
     case TileConfig::cooperative_128x128x64:
+    case TileConfig::pingpong_64x128x64:
+    case TileConfig::cooperative_128x64x64:
     case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
     case TileConfig::pingpong_128x128x64_without_source:
-    case TileConfig::pingpong_128x128x64_epilogue_64x64_without_source:
-    case TileConfig::pingpong_64x128x64_without_source:
-    case TileConfig::cooperative_128x64x64_without_source: return tile;
+    case TileConfig::pingpong_128x128x64_epilogue_64x64_without_source: return tile;
   }
   return tile;
 }
@@ -365,9 +357,7 @@ inline const char* tile_config_name(TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64_without_source:
       return "pingpong 128x128x64 cluster 1x1x1 epilogue 64x64 without source";
     case TileConfig::pingpong_64x128x64: return "pingpong 64x128x64 cluster 1x1x1";
-    case TileConfig::pingpong_64x128x64_without_source: return "pingpong 64x128x64 cluster 1x1x1 without source";
     case TileConfig::cooperative_128x64x64: return "cooperative 128x64x64 cluster 1x1x1";
-    case TileConfig::cooperative_128x64x64_without_source: return "cooperative 128x64x64 cluster 1x1x1 without source";
     case TileConfig::cooperative_256x128x64_cluster_1x2: return "cooperative 256x128x64 cluster 1x2x1";
     case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
       return "cooperative 256x128x64 cluster 1x2x1 without source";
@@ -447,12 +437,7 @@ template <>
 struct ConfigOf<TileConfig::pingpong_64x128x64>
     : Pingpong<1, cutlass::epilogue::collective::EpilogueTileAuto, 64> {};
 template <>
-struct ConfigOf<TileConfig::pingpong_64x128x64_without_source>
-    : Pingpong<1, cutlass::epilogue::collective::EpilogueTileAuto, 64, /*kReadsSource=*/false> {};
-template <>
 struct ConfigOf<TileConfig::cooperative_128x64x64> : Cooperative<128, 1, 64> {};
-template <>
-struct ConfigOf<TileConfig::cooperative_128x64x64_without_source> : Cooperative<128, 1, 64, /*kReadsSource=*/false> {};
 template <>
 struct ConfigOf<TileConfig::cooperative_256x128x64_cluster_1x2> : Cooperative<256, 2> {};
 template <>
