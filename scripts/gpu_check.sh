@@ -9,7 +9,8 @@
 #   bash scripts/gpu_check.sh           # on the GPU machine, with .gtest-src copied along
 #
 # Environment: TESTS_FILTER / MEMCHECK_FILTER / RACECHECK_FILTER (gtest filters; TESTS_FILTER
-# defaults to the whole binary), BENCH_ARGS (e.g. "--reps 40" or "--activations gelu_tanh"),
+# defaults to the whole binary), SANITIZER_SHARDS (gtest shards per sanitizer, side by side;
+# default 8), BENCH_ARGS (e.g. "--reps 40" or "--activations gelu_tanh"),
 # LAB_ARGS (the kernel lab's; default a short setting: 10 repetitions after 2 warm-ups),
 # TILES_LAB_ARGS (the cutlass tile configurations lab's, where the cutlass backend is built;
 # default the public shapes, 10 repetitions).
@@ -39,9 +40,16 @@ mkdir -p "$OUT"
 BUILD=$ROOT/build-gpu
 # The sweep of every epilogue and activation runs 150 calls: too slow under memcheck; the kernel
 # paths it reaches are in the other CudaBackend tests.
-MEMCHECK_FILTER=${MEMCHECK_FILTER:-'CudaBackend.*:CutlassBackend.GridSmallerThanTheSmCount:CutlassBackend.CallsCaptureIntoAGraphAndReplay:CutlassBackend.RepeatsAPreparedLaunchOnlyForTheSameCall:-CudaBackend.BiasOnMoreThan2To31Elements:CudaBackend.EveryEpilogueAndActivationMatchesTheReference'}
-# racecheck instruments every shared-memory access, cuBLAS's too: small GEMMs only.
-RACECHECK_FILTER=${RACECHECK_FILTER:-'CudaBackend.CallsCaptureIntoAGraphAndReplay:CudaBackend.DegenerateSizes:CudaBackend.ActivationAndBgradaCallsCaptureIntoAGraph:CutlassBackend.CallsCaptureIntoAGraphAndReplay'}
+# Every CutlassBackend test: between them they run every cutlass kernel family in every layout,
+# activation and dtype it is instantiated for, and every tile configuration with and without a
+# source.
+MEMCHECK_FILTER=${MEMCHECK_FILTER:-'CudaBackend.*:CutlassBackend.*:-CudaBackend.BiasOnMoreThan2To31Elements:CudaBackend.EveryEpilogueAndActivationMatchesTheReference'}
+# racecheck instruments every shared-memory access, cuBLAS's too: the cuda backend's small GEMMs,
+# and every cutlass kernel (the CutlassBackend tests, as under memcheck).
+RACECHECK_FILTER=${RACECHECK_FILTER:-'CudaBackend.CallsCaptureIntoAGraphAndReplay:CudaBackend.DegenerateSizes:CudaBackend.ActivationAndBgradaCallsCaptureIntoAGraph:CutlassBackend.*'}
+# Each sanitizer runs its tests in this many gtest shards side by side (the host-side reference
+# computations of the tests dominate their time, and a shard is one process on one core).
+SANITIZER_SHARDS=${SANITIZER_SHARDS:-8}
 TESTS_FILTER=${TESTS_FILTER:-'*'}
 BENCH_ARGS=${BENCH_ARGS:-}
 LAB_ARGS=${LAB_ARGS:---reps 10 --warmup 2}
@@ -175,17 +183,32 @@ CLI=$BUILD/tools/epigemm
   "$CLI" info; } > "$OUT/demo.log" 2>&1
 grep -E "rc [0-9]+$|^loss over|^result" "$OUT/demo.log"
 
-step "compute-sanitizer memcheck: $MEMCHECK_FILTER"
-timeout 120 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 99 \
-  "$TESTS" --gtest_filter="$MEMCHECK_FILTER" > "$OUT/sanitizers.memcheck.log" 2>&1
-MEMCHECK_RC=$?
-tail -3 "$OUT/sanitizers.memcheck.log"
+# sanitize TOOL FILTER: the tests of FILTER under compute-sanitizer's TOOL in SANITIZER_SHARDS
+# shards side by side; one log, $OUT/sanitizers.TOOL.log; rc 0 when every shard passed.
+sanitize() {
+  local tool=$1 filter=$2 rc=0 shard
+  local options=(--tool "$tool" --error-exitcode 99)
+  [ "$tool" = memcheck ] && options+=(--leak-check no)
+  rm -f "$OUT"/sanitizers."$tool".shard.*.log
+  for shard in $(seq 0 $((SANITIZER_SHARDS - 1))); do
+    GTEST_TOTAL_SHARDS=$SANITIZER_SHARDS GTEST_SHARD_INDEX=$shard OMP_NUM_THREADS=1 \
+      timeout 420 compute-sanitizer "${options[@]}" "$TESTS" --gtest_filter="$filter" \
+      > "$OUT/sanitizers.$tool.shard.$shard.log" 2>&1 &
+  done
+  for job in $(jobs -p); do wait "$job" || rc=1; done
+  cat "$OUT"/sanitizers."$tool".shard.*.log > "$OUT/sanitizers.$tool.log" && rm -f "$OUT"/sanitizers."$tool".shard.*.log
+  return $rc
+}
 
-step "compute-sanitizer racecheck: $RACECHECK_FILTER"
-timeout 90 compute-sanitizer --tool racecheck --error-exitcode 99 \
-  "$TESTS" --gtest_filter="$RACECHECK_FILTER" > "$OUT/sanitizers.racecheck.log" 2>&1
+step "compute-sanitizer memcheck in $SANITIZER_SHARDS shards: $MEMCHECK_FILTER"
+sanitize memcheck "$MEMCHECK_FILTER"
+MEMCHECK_RC=$?
+echo "memcheck rc $MEMCHECK_RC: $(counts "$OUT/sanitizers.memcheck.log"); $(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizers.memcheck.log") of $SANITIZER_SHARDS shards with 0 errors"
+
+step "compute-sanitizer racecheck in $SANITIZER_SHARDS shards: $RACECHECK_FILTER"
+sanitize racecheck "$RACECHECK_FILTER"
 RACECHECK_RC=$?
-tail -3 "$OUT/sanitizers.racecheck.log"
+echo "racecheck rc $RACECHECK_RC: $(counts "$OUT/sanitizers.racecheck.log"); $(grep -c 'RACECHECK SUMMARY: 0 hazards' "$OUT/sanitizers.racecheck.log") of $SANITIZER_SHARDS shards with 0 hazards"
 
 REFRESH_RC=0
 if [ "${DISPATCH_REFRESH:-0}" = 1 ]; then
@@ -203,8 +226,8 @@ fi
 
 # At most 8 files come back from the GPU machine: one sanitizer log.
 cat "$OUT/sanitizers.memcheck.log" "$OUT/sanitizers.racecheck.log" > "$OUT/sanitizers.log"
-MEMCHECK_SUMMARY="$(counts "$OUT/sanitizers.memcheck.log"), $(grep -E 'ERROR SUMMARY' "$OUT/sanitizers.memcheck.log" | tail -1)"
-RACECHECK_SUMMARY="$(counts "$OUT/sanitizers.racecheck.log"), $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/sanitizers.racecheck.log" | tail -1)"
+MEMCHECK_SUMMARY="$(counts "$OUT/sanitizers.memcheck.log"), $(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizers.memcheck.log") of $SANITIZER_SHARDS shards: ERROR SUMMARY: 0 errors"
+RACECHECK_SUMMARY="$(counts "$OUT/sanitizers.racecheck.log"), $(grep -c 'RACECHECK SUMMARY: 0 hazards' "$OUT/sanitizers.racecheck.log") of $SANITIZER_SHARDS shards: RACECHECK SUMMARY: 0 hazards"
 rm -f "$OUT/sanitizers.memcheck.log" "$OUT/sanitizers.racecheck.log"
 
 echo

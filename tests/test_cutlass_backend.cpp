@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #ifdef EPIGEMM_TESTS_WITH_CUDA
@@ -272,7 +273,9 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
                               cb::TileConfig::cooperative_128x64x64, cb::TileConfig::cooperative_256x128x64_cluster_1x2,
                               cb::TileConfig::cooperative_256x128x64_cluster_1x2_without_source,
                               cb::TileConfig::pingpong_128x128x64_without_source,
-                              cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source}) {
+                              cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source,
+                              cb::TileConfig::pingpong_64x128x64_without_source,
+                              cb::TileConfig::cooperative_128x64x64_without_source}) {
     const std::string config = cb::tile_config_name(tile);
     const bool bias_family = cb::instantiated_in(KernelFamily::linear_combination_bias, tile);
     const bool forward_family = cb::instantiated_in(KernelFamily::forward_activation_aux, tile);
@@ -322,19 +325,22 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
   // ping-pong with the 64 x 64 epilogue subtile: 10 forward; the ping-pong 64 x 128 and the
   // cooperative 128 x 64 tiles: 10 forward each; the cooperative 256 x 128 tile in clusters of
   // two: 10 forward + 10 backward, and without a source (beta = 0): 10 forward; the two ping-pong
-  // 128 x 128 forward tiles without a source: 10 forward each.
-  EXPECT_EQ(found, 118);
+  // 128 x 128 forward tiles, the ping-pong 64 x 128 and the cooperative 128 x 64 tiles without a
+  // source: 10 forward each.
+  EXPECT_EQ(found, 138);
 }
 
 // A kernel without a source (no shared memory for D's old values) refuses a call with beta != 0,
-// saying why, before CUTLASS is asked; each of the three configurations. And on the grids that take
+// saying why, before CUTLASS is asked; each of the five configurations. And on the grids that take
 // those kernels where beta = 0, a call with beta != 0 gets a kernel that accepts it.
 TEST(CutlassSupport, KernelWithoutSourceRefusesBeta) {
   namespace cb = epigemm::cutlass_backend;
   const cb::DeviceFacts h200{0, 132};
   for (cb::TileConfig tile : {cb::TileConfig::cooperative_256x128x64_cluster_1x2_without_source,
                               cb::TileConfig::pingpong_128x128x64_without_source,
-                              cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source}) {
+                              cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source,
+                              cb::TileConfig::pingpong_64x128x64_without_source,
+                              cb::TileConfig::cooperative_128x64x64_without_source}) {
     SCOPED_TRACE(cb::tile_config_name(tile));
     const cb::Kernel* kernel = cb::find_kernel(cb::KernelFamily::forward_activation_aux, tile, EPIGEMM_DTYPE_BF16,
                                                cb::OperandLayout::tn, EPIGEMM_ACTIVATION_SILU);
@@ -349,18 +355,25 @@ TEST(CutlassSupport, KernelWithoutSourceRefusesBeta) {
         << refused.message();
   }
   // The 256 x 128 tile's grid (gemm_k 16384, 2048 tiles), the ping-pong tile's with CUTLASS's subtile
-  // (gemm_k 2048) and with the 64 x 64 one (gemm_k 1024, silu), with beta != 0: the kernel the rule
-  // picks on the H200 (as supports() does) reads D's old values and accepts the call.
-  for (int64_t k : {int64_t(16384), int64_t(2048), int64_t(1024)}) {
+  // (gemm_k 2048) and with the 64 x 64 one (gemm_k 1024, silu), and the small grids of the
+  // cooperative 128 x 64 tile (132 of its tiles) and the ping-pong 64 x 128 one (187 tiles of
+  // 128 x 128), with beta != 0: the kernel the rule picks on the H200 (as supports() does) reads
+  // D's old values and accepts the call.
+  struct Grid {
+    int64_t m, n, k;
+  };
+  for (const Grid& g : {Grid{128 * 32, 128 * 64, 16384}, Grid{128 * 32, 128 * 64, 2048}, Grid{128 * 32, 128 * 64, 1024},
+                        Grid{128 * 66, 128, 1024}, Grid{128 * 17, 128 * 11, 1024}}) {
     epigemm::GemmCall call = host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_SILU, EPIGEMM_OP_T,
-                                             EPIGEMM_OP_N, 128 * 32, 128 * 64, k);
+                                             EPIGEMM_OP_N, g.m, g.n, g.k);
     call.beta = 0.5f;
+    const std::string where = std::to_string(g.m) + " x " + std::to_string(g.n) + " x " + std::to_string(g.k);
     const cb::TileConfig tile = cb::tile_config_for(cb::KernelFamily::forward_activation_aux, call, h200);
     const cb::Kernel* kernel = cb::find_kernel(cb::KernelFamily::forward_activation_aux, tile, EPIGEMM_DTYPE_BF16,
                                                cb::OperandLayout::tn, EPIGEMM_ACTIVATION_SILU);
-    ASSERT_NE(kernel, nullptr) << "gemm_k " << k;
+    ASSERT_NE(kernel, nullptr) << where;
     const epigemm::Status accepted = kernel->check_can_implement(call, h200, cb::tile_order_for(call, h200, tile));
-    EXPECT_TRUE(accepted.ok()) << "gemm_k " << k << " on " << kernel->name << ": " << accepted.message();
+    EXPECT_TRUE(accepted.ok()) << where << " on " << kernel->name << ": " << accepted.message();
   }
 }
 // The tile order is a pure function of the call's tile grid in the configuration's tiles and the
@@ -440,10 +453,13 @@ TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
   using cb::KernelFamily;
   const cb::TileConfig coop = cb::TileConfig::cooperative_128x128x64, pingpong = cb::TileConfig::pingpong_128x128x64,
                        subtile = cb::TileConfig::pingpong_128x128x64_epilogue_64x64,
-                       narrow_coop = cb::TileConfig::cooperative_128x64x64, short_pingpong = cb::TileConfig::pingpong_64x128x64;
-  // The forward ping-pong 128 x 128 tiles without a source where beta is 0 (host_probe_call's).
+                       narrow_coop_reading = cb::TileConfig::cooperative_128x64x64,
+                       short_pingpong_reading = cb::TileConfig::pingpong_64x128x64;
+  // The forward tiles without a source where beta is 0 (host_probe_call's).
   const cb::TileConfig fwd_pingpong = cb::TileConfig::pingpong_128x128x64_without_source,
-                       fwd_subtile = cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source;
+                       fwd_subtile = cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source,
+                       narrow_coop = cb::TileConfig::cooperative_128x64x64_without_source,
+                       short_pingpong = cb::TileConfig::pingpong_64x128x64_without_source;
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 24, 128 * 11), pingpong);  // 264 tiles
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 24, 128 * 11 - 8), pingpong);  // partial tiles count
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 263, 128), coop);  // 263 tiles
@@ -521,6 +537,13 @@ TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
                                 host_probe_call(EPIGEMM_EPILOGUE_ACT, EPIGEMM_ACTIVATION_SILU, T, N, 128 * 18, 128 * 11, 512),
                                 cb::DeviceFacts{0, 264}),
             short_pingpong);
+  // beta != 0 on the small grids: the smaller tiles that read D's old values.
+  for (const auto& [m, n, expected] : {std::tuple<int64_t, int64_t, cb::TileConfig>{128 * 66, 128, narrow_coop_reading},
+                                       std::tuple<int64_t, int64_t, cb::TileConfig>{128 * 17, 128 * 11, short_pingpong_reading}}) {
+    epigemm::GemmCall accumulate = host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_SILU, T, N, m, n, 1024);
+    accumulate.beta = 0.5f;
+    EXPECT_EQ(cb::tile_config_for(KernelFamily::forward_activation_aux, accumulate, h200), expected) << m << " x " << n;
+  }
 }
 
 // auto's priority for cutlass reads the epilogue's parts, the waves of 128 x 128 tiles over the
@@ -561,17 +584,21 @@ TEST(CutlassSupport, AutoPriorityDependsOnTheEpilogueAndTheWaves) {
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 40, 128 * 12), 25);    // 480 tiles: 91%
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 20, 128 * 16, 10240), 1);  // 320 tiles: 81%
   // Below 90% the predicted time ratio decides: on 336 tiles (85%) cutlass with gemm_k 4096,
-  // where cuda's fp32 round trip weighs most (predicted 0.96), cuda with 11008 (1.05); on 576
-  // tiles (87%) with the bias gradient cuda with 11008 (1.06), cutlass with 4096 (0.98). Below
-  // 3072 gemm_k counts as 3072.
+  // where cuda's fp32 round trip weighs most (predicted 0.95), cuda with 11008 (1.05); on 576
+  // tiles (87%) with the bias gradient, which no longer counts, cuda with 11008 (1.03), cutlass
+  // with 4096 (0.94). Below 3072 gemm_k counts as 3072.
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 112, 128 * 3, 4096), 25);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 112, 128 * 3, 11008), 1);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 32, 128 * 18, 11008), 1);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 32, 128 * 18, 4096), 25);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 20, 128 * 16, 64),
             priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 20, 128 * 16, 3072));
-  EXPECT_LT(cb::backward_gradient_time_ratio(0.85, 4096, false), cb::backward_gradient_time_ratio(0.85, 11008, false));
-  EXPECT_LT(cb::backward_gradient_time_ratio(0.85, 4096, false), cb::backward_gradient_time_ratio(0.80, 4096, false));
+  EXPECT_LT(cb::backward_gradient_time_ratio(0.85, 4096), cb::backward_gradient_time_ratio(0.85, 11008));
+  EXPECT_LT(cb::backward_gradient_time_ratio(0.85, 4096), cb::backward_gradient_time_ratio(0.80, 4096));
+  // With and without the bias gradient the same choice: on 800 tiles (87%) with gemm_k 5120
+  // cutlass (predicted 0.97; with the earlier fit's bias-gradient term 1.01: cuda).
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 40, 128 * 20, 5120), 25);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 40, 128 * 20, 5120), 25);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX, EPIGEMM_ACTIVATION_IDENTITY, 128 * 24, 128 * 2), 25);  // 0.36 waves
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_IDENTITY, 128 * 16, 128 * 12), 1);  // 73%
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_IDENTITY, 128 * 128, 128 * 64), 35);
@@ -653,13 +680,13 @@ TEST(CutlassBackend, GridSmallerThanTheSmCount) {
 // a cheap shape that takes it on the H200's 132 SMs (the reference runs on the CPU, in double): the
 // cooperative 128 x 64 tile on 2 x 3 tiles of 128 x 128 (the other tests' small shapes take it too),
 // the ping-pong 64 x 128 tile on 9 x 9, and on 18 x 11 (198 tiles, 1.5 waves) the ping-pong
-// 128 x 128 tile (its kernels without a source: the cases have beta = 0; the ones with a source are
-// PingpongTilesWithAndWithoutSource's): with the 64 x 64 epilogue subtile where gemm_k is at most
+// 128 x 128 tile (the kernels without a source: the cases have beta = 0; the ping-pong 128 x 128
+// ones with a source are also PingpongTilesWithAndWithoutSource's): with the 64 x 64 epilogue subtile where gemm_k is at most
 // 1024 for silu and the GELUs, with CUTLASS's 64 x 32 for relu and the identity, and where gemm_k = 1032 (16 64-deep
 // slices and 8; silu and gelu_erf, the rest costs the CPU reference too long). Shapes not
 // multiples of the tile; ACT_AUX_BIAS (each kernel also runs ACT, ACT_BIAS and ACT_AUX, with the
-// bias or aux node switched off), and ACT on the two smaller grids; and on the 18 x 11 grids
-// ACT_AUX_BIAS with beta = 0.5 (the ping-pong kernels with a source). On another SM count the rule
+// bias or aux node switched off), and ACT on the two smaller grids; and on every grid
+// ACT_AUX_BIAS with beta = 0.5 (the kernels with a source). On another SM count the rule
 // may pick other kernels for these shapes; the test then still checks them against the reference.
 // (The 256 x 128 tile, which the rule takes only on calls too large for the reference, is
 // WideTileInClustersOfTwo's.)
@@ -693,8 +720,8 @@ TEST(CutlassBackend, ForwardKernelsOfEveryTileConfiguration) {
                                    host_probe_call(act_aux_bias, a, EPIGEMM_OP_T, EPIGEMM_OP_N, g.m, g.n, g.k),
                                    cb::DeviceFacts{0, sm_count});
       };
-      EXPECT_EQ(config(grids[0], silu), cb::TileConfig::cooperative_128x64x64);
-      EXPECT_EQ(config(grids[1], silu), cb::TileConfig::pingpong_64x128x64);
+      EXPECT_EQ(config(grids[0], silu), cb::TileConfig::cooperative_128x64x64_without_source);
+      EXPECT_EQ(config(grids[1], silu), cb::TileConfig::pingpong_64x128x64_without_source);
       EXPECT_EQ(config(grids[2], silu), cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source);
       EXPECT_EQ(config(grids[2], EPIGEMM_ACTIVATION_RELU), cb::TileConfig::pingpong_128x128x64_without_source);
       EXPECT_EQ(config(grids[3], silu), cb::TileConfig::pingpong_128x128x64_without_source);
@@ -711,8 +738,9 @@ TEST(CutlassBackend, ForwardKernelsOfEveryTileConfiguration) {
       }
     }
   }
-  // beta != 0 on the 18 x 11 grids: the ping-pong kernels that read D's old values.
-  for (const Grid& g : {grids[2], grids[3]}) {
+  // beta != 0: the kernels that read D's old values (the cooperative 128 x 64, ping-pong 64 x 128
+  // and ping-pong 128 x 128 tiles).
+  for (const Grid& g : grids) {
     for (epigemm_activation_t a : {silu, gelu_erf}) {
       GemmCase c = cutlass_case(act_aux_bias, a, EPIGEMM_OP_T, EPIGEMM_OP_N, bf16, g.m, g.n, g.k, index++);
       c.beta = 0.5f;

@@ -107,7 +107,9 @@ const cb::TileConfig kAllConfigs[] = {cb::TileConfig::cooperative_128x128x64,
                                       cb::TileConfig::cooperative_256x128x64_cluster_1x2,
                                       cb::TileConfig::cooperative_256x128x64_cluster_1x2_without_source,
                                       cb::TileConfig::pingpong_128x128x64_without_source,
-                                      cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source};
+                                      cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source,
+                                      cb::TileConfig::pingpong_64x128x64_without_source,
+                                      cb::TileConfig::cooperative_128x64x64_without_source};
 
 struct Variant {
   cb::TileConfig tile;

@@ -13,7 +13,6 @@ namespace cuda {
 namespace {
 
 using tile::load1;
-using tile::store1;
 
 constexpr int kColumnSumThreads = 256;
 

@@ -1,12 +1,11 @@
 // The cuda backend's tile kernel: one template over a tile op's parts (tile_plan.hpp,
-// TileOpParts) and an activation functor (core/epilogue_math.hpp), plus the row-sum finish
-// kernel. Included by the library's epilogue_kernels.cu, which instantiates the configuration each
+// TileOpParts) and an activation functor (core/epilogue_math.hpp). Included by the library's epilogue_kernels.cu, which instantiates the configuration each
 // op uses, and by the kernel lab dev/cuda/epilogue_kernels_lab.cu, which instantiates all of them.
 //
 // Geometry: tile_plan.hpp. Row sums (bias gradients) are reduced per block in a fixed order and
-// written as per-chunk partials into the workspace; finish_row_sums_kernel adds the partials of a
-// row in chunk order. No floating-point atomics anywhere, so the sums are bitwise repeatable for a
-// given shape on a given device.
+// written as per-chunk partials into the workspace; add_row_partials_kernel (core/row_partial_sums.cuh)
+// adds the partials of a row in a fixed order. No floating-point atomics anywhere, so the sums are
+// bitwise repeatable for a given shape on a given device.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -19,6 +18,7 @@
 #include "backends/cuda/epilogue_kernels.hpp"
 #include "backends/cuda/tile_plan.hpp"
 #include "core/epilogue_math.hpp"
+#include "core/row_partial_sums.cuh"
 #include "core/status.hpp"
 
 namespace epigemm {
@@ -145,7 +145,7 @@ __device__ __forceinline__ void store8(void* base, epigemm_dtype_t dtype, epigem
   }
 }
 
-// One value of any dtype (scalar path, finish and column sums). The width decides the load (a
+// One value of any dtype (scalar path and column sums). The width decides the load (a
 // uniform branch: the dtype is a kernel argument); the conversion is a select among the three,
 // not a branch per dtype: a switch here, in the scalar path's 16 to 32 unrolled loads per batch,
 // had the compiler duplicate the loop body per dtype combination and cost about 8 s of nvcc time
@@ -161,17 +161,6 @@ __device__ __forceinline__ float load1(const void* base, epigemm_dtype_t dtype, 
   const float as_bf16 = __uint_as_float(bits << 16);
   const float as_f16 = __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
   return dtype == EPIGEMM_DTYPE_F32 ? as_f32 : dtype == EPIGEMM_DTYPE_BF16 ? as_bf16 : as_f16;
-}
-
-// Stores one value in its dtype, rounded to nearest even (the host's conversions in numeric.hpp).
-__device__ __forceinline__ void store1(void* base, epigemm_dtype_t dtype, int64_t offset, float value) {
-  if (dtype == EPIGEMM_DTYPE_F32) {
-    static_cast<float*>(base)[offset] = value;
-    return;
-  }
-  const unsigned short as_bf16 = __bfloat16_as_ushort(__float2bfloat16_rn(value));
-  const unsigned short as_f16 = __half_as_ushort(__float2half_rn(value));
-  static_cast<uint16_t*>(base)[offset] = dtype == EPIGEMM_DTYPE_BF16 ? as_bf16 : as_f16;
 }
 
 // The 8 rows a thread owns: contiguous on the vector path, 32 apart on the scalar path.
@@ -416,7 +405,7 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
   }
 
   if constexpr (P::sums_rows) {
-    // The finish kernel is launched as a programmatic dependent of this one: let it start
+    // add_row_partials_kernel is launched as a programmatic dependent of this one: let it start
     // launching once every block has streamed its columns, so that its launch overlaps the last
     // blocks' partial sums. It still waits for this grid to complete (griddepcontrol.wait)
     // before it reads a partial, so this changes timing only.
@@ -440,40 +429,6 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
       const int64_t row = tile_row0 + row_in_tile;
       if (row < rows) args.row_partials[int64_t(blockIdx.y) * rows + row] = total;
     }
-  }
-}
-
-// out[i] = sum over chunks c of partials[c * rows + i]. A block of kFinishRows x kFinishLanes
-// threads owns kFinishRows rows; thread (x, y) adds chunks y, y + kFinishLanes, ... of row x in
-// that order, then the lanes of a row are added in y order: a fixed order, so the result does not
-// depend on timing. The kernel is latency-bound (a few MB of partials): 32 lanes and an unrolled
-// loop put every load of a row in flight at once (with 8 lanes and a loop of dependent iterations
-// it cost 10-20% of a bias reduction on the H200).
-constexpr int kFinishRows = 32;
-constexpr int kFinishLanes = 32;
-template <int kRows, int kLanes>
-__global__ void __launch_bounds__(kRows * kLanes)
-    finish_row_sums_kernel(const float* partials, int64_t chunks, int64_t rows, void* out,
-                           epigemm_dtype_t out_dtype) {
-  // Launched with programmatic stream serialization (launch_tile): wait until the tile kernel
-  // has completed and its partials are visible.
-#if __CUDA_ARCH__ >= 900  // before Hopper the launch is plain stream-ordered: nothing to wait for
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-  const int64_t i = int64_t(blockIdx.x) * kRows + threadIdx.x;
-  float total = 0.0f;
-  if (i < rows) {
-#pragma unroll 4
-    for (int64_t c = threadIdx.y; c < chunks; c += kLanes) total += partials[c * rows + i];
-  }
-  __shared__ float lane_sums[kLanes][kRows];
-  lane_sums[threadIdx.y][threadIdx.x] = total;
-  __syncthreads();
-  if (threadIdx.y == 0 && i < rows) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int y = 0; y < kLanes; ++y) sum += lane_sums[y][threadIdx.x];
-    store1(out, out_dtype, i, sum);
   }
 }
 
@@ -511,8 +466,8 @@ const void* scalar_tile_kernel() {
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // One launch of a tile kernel over `plan` (block threads_x x 256 / threads_x) and, when the op
-// sums rows, the finish kernel into row_sums_out (length args.rows, its own dtype). With
-// dependent_launch the finish kernel is a programmatic dependent of the tile kernel: its launch
+// sums rows, add_row_partials_kernel into row_sums_out (length args.rows, its own dtype). With
+// dependent_launch that kernel is a programmatic dependent of the tile kernel: its launch
 // overlaps the tile kernel's tail (which signals griddepcontrol.launch_dependents after its main
 // loop) instead of starting after it; stream order and CUDA graph capture are kept.
 inline Status launch_tile(const void* kernel, int threads_x, const TilePlan& plan, bool sums_rows,
@@ -528,24 +483,8 @@ inline Status launch_tile(const void* kernel, int threads_x, const TilePlan& pla
     return EPIGEMM_BACKEND_ERROR("tile epilogue kernel failed to launch: ", cudaGetErrorString(err));
   }
   if (!sums_rows) return Status();
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(unsigned(ceil_div(args.rows, kFinishRows)));
-  config.blockDim = dim3(kFinishRows, kFinishLanes);
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = dependent_launch ? 1 : 0;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  const float* partials = args.row_partials;
-  const cudaError_t finish_err =
-      cudaLaunchKernelEx(&config, finish_row_sums_kernel<kFinishRows, kFinishLanes>, partials,
-                         plan.column_chunks, args.rows, row_sums_out, row_sums_dtype);
-  if (finish_err != cudaSuccess) {
-    return EPIGEMM_BACKEND_ERROR("finish_row_sums_kernel failed to launch: ",
-                                 cudaGetErrorString(finish_err));
-  }
-  return Status();
+  return launch_add_row_partials(args.row_partials, plan.column_chunks, args.rows, /*row_stride=*/args.rows,
+                                 row_sums_out, row_sums_dtype, dependent_launch, stream);
 }
 
 }  // namespace tile

@@ -150,11 +150,11 @@ struct ForwardActivationAux {
 // partials pointer turns the row sums off (ColReduction's EnableNullptr).
 //
 // The row sums: each tile's partial sums go to the workspace (`partials`, fp32, laid out as
-// RowPartials says: cutlass_row_partial_sums.cuh) and sum_row_partials adds them afterwards, in
-// tile order. CUTLASS's own LinCombDeEltActDePerRowBias lets the last CTA of each tile row add them
-// instead, behind a __threadfence and a tile counter per row of tiles (reset by a cudaMemsetAsync
-// on every call); that is the same sum in the same order, and on the H200 it cost DACT_BGRAD
-// 10-60% over DACT (docs/dev/cutlass_backend.md, "The row sums").
+// RowPartials says: cutlass_row_partial_sums.cuh) and add_row_partials_kernel adds them afterwards
+// in a fixed order. CUTLASS's own LinCombDeEltActDePerRowBias lets the last CTA of each tile row add
+// them instead, behind a __threadfence and a tile counter per row of tiles (reset by a
+// cudaMemsetAsync on every call); on the H200 that cost DACT_BGRAD 10-60% over DACT
+// (docs/dev/cutlass_backend.md, "The row sums").
 template <class Element, class Activation>
 struct BackwardActivationBgrad {
   static std::string label() {
@@ -321,8 +321,11 @@ struct CutlassGemm {
         return EPIGEMM_BACKEND_ERROR("CUTLASS launch of ", name(), ": ", cutlassGetStatusString(status), " (",
                                      cudaGetErrorString(launch_error), ")");
       }
-      if (sums_rows) return launch_sum_row_partials(partials, partials_shape, bias_grad, stream);
-      return Status();
+      if (!sums_rows) return Status();
+      // bias_grad has D's dtype here (cutlass_backend.cpp declines the others).
+      return launch_add_row_partials(partials, partials_shape.tiles_n, partials_shape.rows,
+                                     /*row_stride=*/partials_shape.rows_padded, bias_grad, dtype,
+                                     /*dependent_launch=*/true, stream);
     }
   };
 

@@ -101,6 +101,10 @@ enum class KernelFamily { linear_combination_bias, forward_activation_aux, backw
 //   pingpong_128x128x64_without_source, pingpong_128x128x64_epilogue_64x64_without_source   the
 //                                         two forward ping-pong tiles where beta = 0 (delayed TMA
 //                                         stores; 6 stages for the 64 x 64 subtile instead of 5)
+//   pingpong_64x128x64_without_source, cooperative_128x64x64_without_source   the two tiles of small
+//                                         forward grids where beta = 0 (delayed TMA stores; the
+//                                         cooperative one 8 stages instead of 7, the ping-pong one 8
+//                                         either way)
 // (The ping-pong tile in clusters, and the cooperative tile with CUTLASS's stream-K scheduler or
 // split-K, were measured and not kept: docs/dev/cutlass_backend.md, "Larger tiles and clusters",
 // "Stream-K", "Split-K for grids of a few dozen tiles" and "The large grids at the full clock and
@@ -114,7 +118,9 @@ enum class TileConfig {
   cooperative_256x128x64_cluster_1x2,
   cooperative_256x128x64_cluster_1x2_without_source,
   pingpong_128x128x64_without_source,
-  pingpong_128x128x64_epilogue_64x64_without_source
+  pingpong_128x128x64_epilogue_64x64_without_source,
+  pingpong_64x128x64_without_source,
+  cooperative_128x64x64_without_source
 };
 
 // One compiled kernel. The call passed to each function has been accepted by validate() and by the

@@ -1,13 +1,14 @@
 // DACT_BGRAD's row sums in the cutlass backend, in two steps: the GEMM's epilogue writes each
-// tile's partial row sums of g (fp32, unrounded) to the workspace, and sum_row_partials then adds
-// each row's partials in tile order and rounds once to bias_grad's dtype.
+// tile's partial row sums of g (fp32, unrounded) to the workspace, and add_row_partials_kernel
+// (core/row_partial_sums.cuh, the cuda backend's too) then adds each row's partials in a fixed order
+// and rounds once to bias_grad's dtype, launched as a programmatic dependent of the GEMM.
 //
 // The first step is CUTLASS's epilogue visitor tree for LinCombDeEltActDePerRowBias with its
 // column-vector reduction (Sm90ColReduction: per row of D, over the columns) told not to do the
 // final reduction itself (FinalReduction = false). With the final reduction, the last CTA to
-// finish a row of tiles adds that row's partials, which needs a __threadfence and an atomic tile
-// counter per row of tiles after every tile (and a cudaMemsetAsync of the counters per call); the
-// sum and its order are the same either way: partial 0, then + partial 1, + partial 2, ... in fp32.
+// finish a row of tiles adds that row's partials, one thread per row, one partial after the other,
+// which needs a __threadfence and an atomic tile counter per row of tiles after every tile (and a
+// cudaMemsetAsync of the counters per call).
 //
 // The partials' layout is CUTLASS's (sm90_visitor_store_tma_warpspecialized.hpp, "compact m-major
 // (round_nearest(M, CTA_M), ceil_div(N, CTA_N), L)"): the partial of row i over tile column t is at
@@ -24,6 +25,7 @@
 #include <cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp>
 #include <cutlass/numeric_conversion.h>
 
+#include "core/row_partial_sums.cuh"
 #include "core/status.hpp"
 
 namespace epigemm {
@@ -51,34 +53,6 @@ inline RowPartials row_partials_of(int64_t gemm_m, int64_t gemm_n, int64_t tile_
   p.rows_padded = (gemm_m + tile_m - 1) / tile_m * tile_m;
   p.tiles_n = (gemm_n + tile_n - 1) / tile_n;
   return p;
-}
-
-// out[i] = partial(i, 0) + partial(i, 1) + ... in that order, in fp32, rounded to nearest once.
-// One thread per row; the threads of a warp read 32 consecutive floats of one tile column.
-template <class Element>
-__global__ void sum_row_partials(const float* __restrict__ partials, int64_t rows, int64_t rows_padded,
-                                 int64_t tiles_n, Element* __restrict__ out) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= rows) return;
-  const float* row = partials + i;
-  float sum = row[0];
-#pragma unroll 8
-  for (int64_t t = 1; t < tiles_n; ++t) sum += row[t * rows_padded];
-  out[i] = cutlass::NumericConverter<Element, float, cutlass::FloatRoundStyle::round_to_nearest>{}(sum);
-}
-
-template <class Element>
-Status launch_sum_row_partials(const float* partials, const RowPartials& shape, Element* out, cudaStream_t stream) {
-  constexpr int kThreads = 256;
-  const int64_t blocks = (shape.rows + kThreads - 1) / kThreads;
-  sum_row_partials<Element><<<dim3(unsigned(blocks)), dim3(kThreads), 0, stream>>>(
-      partials, shape.rows, shape.rows_padded, shape.tiles_n, out);
-  const cudaError_t launched = cudaGetLastError();
-  if (launched != cudaSuccess) {
-    return EPIGEMM_BACKEND_ERROR("launch of sum_row_partials (", shape.rows, " rows, ", shape.tiles_n,
-                                 " tile columns): ", cudaGetErrorString(launched));
-  }
-  return Status();
 }
 
 }  // namespace cutlass_backend

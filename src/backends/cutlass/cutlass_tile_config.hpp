@@ -34,7 +34,9 @@ constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64_without_source:
       return family == KernelFamily::forward_activation_aux;
     case TileConfig::pingpong_64x128x64:
-    case TileConfig::cooperative_128x64x64: return family == KernelFamily::forward_activation_aux;
+    case TileConfig::pingpong_64x128x64_without_source:
+    case TileConfig::cooperative_128x64x64:
+    case TileConfig::cooperative_128x64x64_without_source: return family == KernelFamily::forward_activation_aux;
     case TileConfig::cooperative_256x128x64_cluster_1x2: return family != KernelFamily::linear_combination_bias;
     case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
       return family == KernelFamily::forward_activation_aux;
@@ -55,8 +57,10 @@ constexpr TileShape tile_shape_of(TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64:
     case TileConfig::pingpong_128x128x64_without_source:
     case TileConfig::pingpong_128x128x64_epilogue_64x64_without_source: return {128, 128, 1, 1};
-    case TileConfig::pingpong_64x128x64: return {64, 128, 1, 1};
-    case TileConfig::cooperative_128x64x64: return {128, 64, 1, 1};
+    case TileConfig::pingpong_64x128x64:
+    case TileConfig::pingpong_64x128x64_without_source: return {64, 128, 1, 1};
+    case TileConfig::cooperative_128x64x64:
+    case TileConfig::cooperative_128x64x64_without_source: return {128, 64, 1, 1};
     case TileConfig::cooperative_256x128x64_cluster_1x2:
     case TileConfig::cooperative_256x128x64_cluster_1x2_without_source: return {256, 128, 1, 2};
   }
@@ -166,7 +170,13 @@ inline bool long_grid_wants_wide_tile(const GemmCall& call, const DeviceFacts& d
 // 1024 and 0.974-1.028 from 4096 on, and in the benchmark (08:07-08:09 against 08:02-08:05, one
 // machine) over the 452 forward cases they run 1.020 against 1.036, 394 of them faster
 // (docs/dev/cutlass_backend.md, "The 256 x 128 tile without a source", "The ping-pong tiles without
-// a source").
+// a source"). The two smaller tiles of small forward grids likewise (delayed TMA stores; the
+// cooperative 128 x 64 tile 8 main-loop stages instead of 7, the ping-pong 64 x 128 one 8 either
+// way): in the tiles lab (11:59 UTC, the three derive shapes that take them, four epilogues, both
+// tile orders) faster in 46 of 48 cells, at the tile order the rule takes 0.89-0.98 of the kernel
+// with a source, and in the benchmark (12:00-12:05) their 54 forward cases went from 1.27 to 1.13
+// of the plain GEMM on geometric mean (docs/dev/cutlass_backend.md, "The small forward grids'
+// tiles without a source").
 constexpr TileConfig without_source_where_there_is_one(TileConfig tile) {
   switch (tile) {
     case TileConfig::cooperative_256x128x64_cluster_1x2:
@@ -174,12 +184,14 @@ constexpr TileConfig without_source_where_there_is_one(TileConfig tile) {
     case TileConfig::pingpong_128x128x64: return TileConfig::pingpong_128x128x64_without_source;
     case TileConfig::pingpong_128x128x64_epilogue_64x64:
       return TileConfig::pingpong_128x128x64_epilogue_64x64_without_source;
+    case TileConfig::pingpong_64x128x64: return TileConfig::pingpong_64x128x64_without_source;
+    case TileConfig::cooperative_128x64x64: return TileConfig::cooperative_128x64x64_without_source;
     case TileConfig::cooperative_128x128x64:
-    case TileConfig::pingpong_64x128x64:
-    case TileConfig::cooperative_128x64x64:
     case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
     case TileConfig::pingpong_128x128x64_without_source:
-    case TileConfig::pingpong_128x128x64_epilogue_64x64_without_source: return tile;
+    case TileConfig::pingpong_128x128x64_epilogue_64x64_without_source:
+    case TileConfig::pingpong_64x128x64_without_source:
+    case TileConfig::cooperative_128x64x64_without_source: return tile;
   }
   return tile;
 }
@@ -318,18 +330,20 @@ inline double last_wave_fill(const TileGrid& grid, int sm_count) {
 //     other device backend.
 // The predicted time of an activation gradient on cutlass over its time on cuda, for a grid of
 // 0.5 to 7 waves of 128 x 128 tiles whose last wave is `fill` full: exp of a linear function of
-// log(1 / fill) (the idle SMs of the last wave), 1024 / gemm_k (cuda's round trip of the fp32
-// intermediate over its GEMM's time) and whether the bias gradient is summed. Least squares on
-// the log of the measured ratio over the 100 cases above (2026-12-02 15:41 UTC, H200, bf16); the
-// residuals' standard deviation was 0.045. gemm_k is held to the range it was fitted on, 3072 to
-// 16384: outside it the straight line is an extrapolation (a tiny gemm_k would predict any
-// grid faster on cutlass).
-inline double backward_gradient_time_ratio(double fill, int64_t gemm_k, bool sums_bias_gradient) {
-  constexpr double kIntercept = -0.0186, kPerLogIdle = 0.716, kPerShortK = -0.544, kBiasGradient = 0.033;
+// log(1 / fill) (the idle SMs of the last wave) and 1024 / gemm_k (cuda's round trip of the fp32
+// intermediate over its GEMM's time). Least squares on the log of the measured ratio over the 100
+// public and derive cases of 0.5-7 waves of the 12:00 UTC run of 2026-12-04 (H200, bf16; the
+// residuals' standard deviation 0.044), the first with the cutlass row sums' last step of
+// core/row_partial_sums.cuh. The bias gradient's term of the earlier fit (+0.033 on the 15:41 UTC
+// run of 2026-12-02, +0.030-0.033 on three later runs) came out at -0.0005 there, so it is gone:
+// DACT_BGRAD costs cutlass what DACT does, relative to cuda (docs/dev/cutlass_backend.md, "The row
+// sums' last step"). gemm_k is held to the range it was fitted on, 3072 to 16384: outside it the
+// straight line is an extrapolation (a tiny gemm_k would predict any grid faster on cutlass).
+inline double backward_gradient_time_ratio(double fill, int64_t gemm_k) {
+  constexpr double kIntercept = -0.0080, kPerLogIdle = 0.703, kPerShortK = -0.620;
   constexpr int64_t kFittedMinK = 3072, kFittedMaxK = 16384;
   const double k = double(std::min(std::max(gemm_k, kFittedMinK), kFittedMaxK));
-  return std::exp(kIntercept + kPerLogIdle * std::log(1.0 / std::max(fill, 1e-3)) + kPerShortK * 1024.0 / k +
-                  (sums_bias_gradient ? kBiasGradient : 0.0));
+  return std::exp(kIntercept + kPerLogIdle * std::log(1.0 / std::max(fill, 1e-3)) + kPerShortK * 1024.0 / k);
 }
 
 inline int auto_priority_for(const GemmCall& call, const DeviceFacts& device) {
@@ -342,7 +356,7 @@ inline int auto_priority_for(const GemmCall& call, const DeviceFacts& device) {
     if (waves < 0.5) return 1;
     const double fill = last_wave_fill(grid, device.sm_count);
     if (fill >= 0.9) return 25;
-    return backward_gradient_time_ratio(fill, call.gemm_k, parts.writes_bias_grad()) < 1.0 ? 25 : 1;
+    return backward_gradient_time_ratio(fill, call.gemm_k) < 1.0 ? 25 : 1;
   }
   if (waves >= 0.75 || parts.activation == EPIGEMM_ACTIVATION_IDENTITY) return 25;
   return forward_grid_wants_smaller_tiles(call, device) ? 25 : 1;
@@ -357,7 +371,9 @@ inline const char* tile_config_name(TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64_without_source:
       return "pingpong 128x128x64 cluster 1x1x1 epilogue 64x64 without source";
     case TileConfig::pingpong_64x128x64: return "pingpong 64x128x64 cluster 1x1x1";
+    case TileConfig::pingpong_64x128x64_without_source: return "pingpong 64x128x64 cluster 1x1x1 without source";
     case TileConfig::cooperative_128x64x64: return "cooperative 128x64x64 cluster 1x1x1";
+    case TileConfig::cooperative_128x64x64_without_source: return "cooperative 128x64x64 cluster 1x1x1 without source";
     case TileConfig::cooperative_256x128x64_cluster_1x2: return "cooperative 256x128x64 cluster 1x2x1";
     case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
       return "cooperative 256x128x64 cluster 1x2x1 without source";
@@ -437,7 +453,12 @@ template <>
 struct ConfigOf<TileConfig::pingpong_64x128x64>
     : Pingpong<1, cutlass::epilogue::collective::EpilogueTileAuto, 64> {};
 template <>
+struct ConfigOf<TileConfig::pingpong_64x128x64_without_source>
+    : Pingpong<1, cutlass::epilogue::collective::EpilogueTileAuto, 64, /*kReadsSource=*/false> {};
+template <>
 struct ConfigOf<TileConfig::cooperative_128x64x64> : Cooperative<128, 1, 64> {};
+template <>
+struct ConfigOf<TileConfig::cooperative_128x64x64_without_source> : Cooperative<128, 1, 64, /*kReadsSource=*/false> {};
 template <>
 struct ConfigOf<TileConfig::cooperative_256x128x64_cluster_1x2> : Cooperative<256, 2> {};
 template <>
