@@ -88,7 +88,8 @@ inline Status launch_add_row_partials(const float* partials, int64_t chunks, int
   config.attrs = attribute;
   config.numAttrs = 1;
   const cudaError_t err =
-      cudaLaunchKernelEx(&config, add_row_partials_kernel<kRowPartialRows, kRowPartialLanes>, partials, chunks, rows, row_stride, out, out_dtype);
+      cudaLaunchKernelEx(&config, add_row_partials_kernel<kRowPartialRows, kRowPartialLanes>, partials, chunks, rows,
+                         row_stride, out, out_dtype);
   if (err != cudaSuccess) {
     return EPIGEMM_BACKEND_ERROR("launch of add_row_partials_kernel (", rows, " rows, ", chunks,
                                  " chunks of partials): ", cudaGetErrorString(err));

@@ -1,11 +1,12 @@
 // The cuda backend's tile kernel: one template over a tile op's parts (tile_plan.hpp,
-// TileOpParts) and an activation functor (core/epilogue_math.hpp). Included by the library's epilogue_kernels.cu, which instantiates the configuration each
-// op uses, and by the kernel lab dev/cuda/epilogue_kernels_lab.cu, which instantiates all of them.
+// TileOpParts) and an activation functor (core/epilogue_math.hpp). Included by the library's
+// epilogue_kernels.cu, which instantiates the configuration each op uses, and by the kernel lab
+// dev/cuda/epilogue_kernels_lab.cu, which instantiates all of them.
 //
 // Geometry: tile_plan.hpp. Row sums (bias gradients) are reduced per block in a fixed order and
-// written as per-chunk partials into the workspace; add_row_partials_kernel (core/row_partial_sums.cuh)
-// adds the partials of a row in a fixed order. No floating-point atomics anywhere, so the sums are
-// bitwise repeatable for a given shape on a given device.
+// written as per-chunk partials into the workspace; add_row_partials_kernel
+// (core/row_partial_sums.cuh) adds the partials of a row in a fixed order. No floating-point
+// atomics anywhere, so the sums are bitwise repeatable for a given shape on a given device.
 #pragma once
 
 #include <cuda_bf16.h>
