@@ -203,12 +203,14 @@ sanitize() {
 step "compute-sanitizer memcheck in $SANITIZER_SHARDS shards: $MEMCHECK_FILTER"
 sanitize memcheck "$MEMCHECK_FILTER"
 MEMCHECK_RC=$?
-echo "memcheck rc $MEMCHECK_RC: $(counts "$OUT/sanitizers.memcheck.log"); $(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizers.memcheck.log") of $SANITIZER_SHARDS shards with 0 errors"
+MEMCHECK_SUMMARY="$(counts "$OUT/sanitizers.memcheck.log"); $(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizers.memcheck.log") of $SANITIZER_SHARDS shards with 0 errors"
+echo "memcheck rc $MEMCHECK_RC: $MEMCHECK_SUMMARY"
 
 step "compute-sanitizer racecheck in $SANITIZER_SHARDS shards: $RACECHECK_FILTER"
 sanitize racecheck "$RACECHECK_FILTER"
 RACECHECK_RC=$?
-echo "racecheck rc $RACECHECK_RC: $(counts "$OUT/sanitizers.racecheck.log"); $(grep -c 'RACECHECK SUMMARY: 0 hazards' "$OUT/sanitizers.racecheck.log") of $SANITIZER_SHARDS shards with 0 hazards"
+RACECHECK_SUMMARY="$(counts "$OUT/sanitizers.racecheck.log"); $(grep -c 'RACECHECK SUMMARY: 0 hazards' "$OUT/sanitizers.racecheck.log") of $SANITIZER_SHARDS shards with 0 hazards"
+echo "racecheck rc $RACECHECK_RC: $RACECHECK_SUMMARY"
 
 REFRESH_RC=0
 if [ "${DISPATCH_REFRESH:-0}" = 1 ]; then
@@ -226,8 +228,6 @@ fi
 
 # At most 8 files come back from the GPU machine: one sanitizer log.
 cat "$OUT/sanitizers.memcheck.log" "$OUT/sanitizers.racecheck.log" > "$OUT/sanitizers.log"
-MEMCHECK_SUMMARY="$(counts "$OUT/sanitizers.memcheck.log"), $(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizers.memcheck.log") of $SANITIZER_SHARDS shards: ERROR SUMMARY: 0 errors"
-RACECHECK_SUMMARY="$(counts "$OUT/sanitizers.racecheck.log"), $(grep -c 'RACECHECK SUMMARY: 0 hazards' "$OUT/sanitizers.racecheck.log") of $SANITIZER_SHARDS shards: RACECHECK SUMMARY: 0 hazards"
 rm -f "$OUT/sanitizers.memcheck.log" "$OUT/sanitizers.racecheck.log"
 
 echo
