@@ -326,8 +326,9 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
   // cooperative 128 x 64 tiles: 10 forward each; the cooperative 256 x 128 tile in clusters of
   // two: 10 forward + 10 backward, and without a source (beta = 0): 10 forward; the two ping-pong
   // 128 x 128 forward tiles, the ping-pong 64 x 128 and the cooperative 128 x 64 tiles without a
-  // source: 10 forward each.
-  EXPECT_EQ(found, 138);
+  // source: 10 forward each; the ping-pong 128 x 128 tile with the 64 x 64 subtile without a source
+  // also 10 backward.
+  EXPECT_EQ(found, 148);
 }
 
 // A kernel without a source (no shared memory for D's old values) refuses a call with beta != 0,
@@ -434,8 +435,9 @@ TEST(CutlassSupport, ScheduledGridRoundsToClustersThenToTheSwizzle) {
 // The tile configuration: cooperative for DEFAULT and BIAS; ping-pong for the forward activation
 // epilogues (its kernels without a source where beta = 0), with the 64 x 64 epilogue subtile for
 // silu and the GELUs where gemm_k <= 1024, whatever the grid; for the backward ones ping-pong from
-// two waves of tiles on (264 on the H200), cooperative below. Each choice is a configuration its
-// family instantiates.
+// two waves of tiles on (264 on the H200), with the same subtile without a source where beta = 0
+// and gemm_k <= 1024 for silu and the GELUs, cooperative below two waves. Each choice is a
+// configuration its family instantiates.
 TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
   namespace cb = epigemm::cutlass_backend;
   const cb::DeviceFacts h200{0, 132};
@@ -464,7 +466,22 @@ TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 24, 128 * 11 - 8), pingpong);  // partial tiles count
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 263, 128), coop);  // 263 tiles
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 128, 128 * 64), pingpong);
-  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 128, 128 * 64, 64), pingpong);  // no subtile rule
+  // gemm_k at most 1024 with silu or a GELU and beta = 0: the 64 x 64 subtile without a source.
+  const cb::TileConfig bwd_subtile = cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source;
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 128, 128 * 64, 64), bwd_subtile);
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 4096, 4096, 1024, EPIGEMM_ACTIVATION_GELU_TANH),
+            bwd_subtile);  // the MLP 4096,1024,4096's second layer
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 3072, 2048, 768, EPIGEMM_ACTIVATION_GELU_ERF), bwd_subtile);
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 4096, 4096, 1032, EPIGEMM_ACTIVATION_GELU_TANH), pingpong);
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 4096, 4096, 1024, EPIGEMM_ACTIVATION_RELU), pingpong);
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 4096, 4096, 1024, EPIGEMM_ACTIVATION_IDENTITY), pingpong);
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 263, 128, 1024), coop);  // under two waves
+  {
+    epigemm::GemmCall accumulate =
+        host_probe_call(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_SILU, N, N, 4096, 4096, 1024);
+    accumulate.beta = 0.5f;  // reads D's old values: the tile with a source
+    EXPECT_EQ(cb::tile_config_for(KernelFamily::backward_activation_bgrad, accumulate, h200), pingpong);
+  }
   // gemm_k from 8192 on grids of at least 15 waves (1980 tiles on 132 SMs): the cooperative
   // 256 x 128 tile in clusters of two, in both activation families.
   // The forward ones without a source where beta is 0 (host_probe_call's), with one otherwise.
@@ -872,7 +889,9 @@ TEST(CutlassBackend, WideTileInClustersOfTwo) {
 // source with beta = 0 (what the rule runs for every layer-level call), the ones that read D's old
 // values with beta = 0.5 (what it runs where beta != 0); every activation's kernel in both dtypes
 // on 18 x 11 tiles (more than the 132 SMs: the persistent loop) with gemm_k = 72 and, for silu and
-// gelu_erf, 1032 (16 64-deep slices and 8).
+// gelu_erf, 1032 (16 64-deep slices and 8). The same for the activation gradients' kernels of the
+// tile (DACT_BGRAD, gemm_k = 72): with CUTLASS's subtile and a source, and with the 64 x 64 subtile
+// without one.
 TEST(CutlassBackend, PingpongTilesWithAndWithoutSource) {
   Context ctx;
   EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);
@@ -902,6 +921,19 @@ TEST(CutlassBackend, PingpongTilesWithAndWithoutSource) {
                            with_scalars(cutlass_case(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, a, EPIGEMM_OP_T, EPIGEMM_OP_N,
                                                      EPIGEMM_DTYPE_BF16, m, n, 1032, index++)),
                            tile);
+    }
+    // The activation gradients with the bias gradient (NN), on the two tiles the rule takes for
+    // them (the 64 x 64 subtile without a source where beta = 0 and gemm_k <= 1024, CUTLASS's
+    // subtile with a source otherwise): the row sums of several tiles per row block.
+    if (tile == cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source ||
+        tile == cb::TileConfig::pingpong_128x128x64) {
+      for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
+        for (epigemm_activation_t a : every_activation()) {
+          run_kernel_and_check(
+              ctx, with_scalars(cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, a, EPIGEMM_OP_N, EPIGEMM_OP_N, dtype, m, n, 72, index++)),
+              tile);
+        }
+      }
     }
   }
 #endif

@@ -88,7 +88,8 @@ struct Case {
   cb::KernelFamily family;
 };
 // The forward cases: the cheapest activation and silu without aux, the most expensive one and the
-// cheapest with aux. The backward ones: the derivative with and without the bias-gradient reduction.
+// cheapest with aux. The backward ones: the derivative with and without the bias-gradient reduction,
+// and the MLP's own (DACT_BGRAD of the tanh GELU: epigemm.torch.MLP's second layer's dgrad).
 const Case kForwardCases[] = {
     {EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_ACTIVATION_RELU, cb::KernelFamily::forward_activation_aux},
     {EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_ERF, cb::KernelFamily::forward_activation_aux},
@@ -96,7 +97,8 @@ const Case kForwardCases[] = {
     {EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_RELU, cb::KernelFamily::forward_activation_aux}};
 const Case kBackwardCases[] = {
     {EPIGEMM_EPILOGUE_DACT, EPIGEMM_ACTIVATION_GELU_ERF, cb::KernelFamily::backward_activation_bgrad},
-    {EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_SILU, cb::KernelFamily::backward_activation_bgrad}};
+    {EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_SILU, cb::KernelFamily::backward_activation_bgrad},
+    {EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_GELU_TANH, cb::KernelFamily::backward_activation_bgrad}};
 
 // Every configuration; --configs picks some of them.
 const cb::TileConfig kAllConfigs[] = {cb::TileConfig::cooperative_128x128x64,

@@ -26,6 +26,7 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "epigemm/epigemm.h"
 
@@ -170,10 +171,12 @@ epigemm_activation_t activation_of(const std::string& name) {
 // y [tokens, out] = act(x [tokens, in] w [out, in]^T + bias), and pre = x w^T + bias when `pre`
 // is defined (the activation's input, for the backward). The operators run with auto and no TF32;
 // epigemm.linear_fprop's path (python_linear_fprop) passes the caller's choice.
+// `y_out`, where defined, is where y goes (a [tokens, out] tensor with contiguous rows).
 at::Tensor forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, epigemm_activation_t act,
-                   const at::Tensor& pre, epigemm_backend_t backend = EPIGEMM_BACKEND_AUTO, bool allow_tf32 = false) {
+                   const at::Tensor& pre, epigemm_backend_t backend = EPIGEMM_BACKEND_AUTO, bool allow_tf32 = false,
+                   const at::Tensor& y_out = at::Tensor()) {
   const int64_t tokens = x.size(0), in_features = x.size(1), out_features = w.size(0);
-  at::Tensor y = at::empty({tokens, out_features}, x.options());
+  at::Tensor y = y_out.defined() ? y_out : at::empty({tokens, out_features}, x.options());
   const CallSite site = call_site(x, tokens, in_features, out_features, backend, allow_tf32);
   const epigemm_tensor_t X = rows_of(x, "x"), W = rows_of(w, "weight"), Y = rows_of(y, "y");
   epigemm_vector_t B{};
@@ -210,9 +213,11 @@ at::Tensor data_gradient(const at::Tensor& dy, const at::Tensor& w, const at::Te
 
 // dw [out, in] = dy [tokens, out]^T x [tokens, in], and bias_grad [out], the sum of dy over
 // tokens, when `bias_grad` is defined.
-at::Tensor weight_gradient(const at::Tensor& x, const at::Tensor& dy, const at::Tensor& bias_grad) {
+// `dw_out`, where defined, is where dw goes (an [out, in] tensor with contiguous rows).
+at::Tensor weight_gradient(const at::Tensor& x, const at::Tensor& dy, const at::Tensor& bias_grad,
+                           const at::Tensor& dw_out = at::Tensor()) {
   const int64_t tokens = x.size(0), in_features = x.size(1), out_features = dy.size(1);
-  at::Tensor dw = at::empty({out_features, in_features}, x.options());
+  at::Tensor dw = dw_out.defined() ? dw_out : at::empty({out_features, in_features}, x.options());
   const CallSite site = call_site(x, tokens, in_features, out_features);
   const epigemm_tensor_t X = rows_of(x, "x"), DY = rows_of(dy, "dy"), DW = rows_of(dw, "dw");
   epigemm_vector_t BG{};
@@ -223,6 +228,36 @@ at::Tensor weight_gradient(const at::Tensor& x, const at::Tensor& dy, const at::
 }
 
 at::Tensor vector_like(const at::Tensor& like, int64_t length) { return at::empty({length}, like.options()); }
+
+// Tensors of the given shapes (each contiguous, of `like`'s dtype and device) as views of one
+// allocation, each starting on a 256-byte boundary (what TMA and cuBLASLt's fastest kernels ask
+// of a pointer). An empty shape list entry ({}) gives an undefined tensor. One allocation instead
+// of several: on the GPU machine's host an at::empty costs about 3.3 us, a tenth of the C call.
+std::vector<at::Tensor> views_of_one_allocation(const at::Tensor& like,
+                                                const std::vector<std::vector<int64_t>>& shapes) {
+  const int64_t align = std::max<int64_t>(1, 256 / int64_t(like.element_size()));
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  for (const auto& shape : shapes) {
+    int64_t elements = 1;
+    for (const int64_t extent : shape) elements *= extent;
+    offsets.push_back(total);
+    if (!shape.empty()) total += (elements + align - 1) / align * align;
+  }
+  const at::Tensor buffer = at::empty({total}, like.options());
+  std::vector<at::Tensor> views;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const std::vector<int64_t>& shape = shapes[i];
+    if (shape.empty()) {
+      views.emplace_back();
+      continue;
+    }
+    std::vector<int64_t> strides(shape.size(), 1);
+    for (size_t d = shape.size() - 1; d > 0; --d) strides[d - 1] = strides[d] * shape[d];
+    views.push_back(buffer.as_strided(shape, strides, offsets[i]));
+  }
+  return views;
+}
 
 // Inputs as the C API reads them (a tensor that is contiguous already is returned as it is).
 at::Tensor contiguous_or_undefined(const at::Tensor& t) { return t.defined() ? t.contiguous() : t; }
@@ -255,9 +290,17 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
     at::Tensor dx, dw, db;
     if (needs_x) dx = data_gradient(dy, weight, at::Tensor(), EPIGEMM_ACTIVATION_IDENTITY, at::Tensor());
     if (needs_weight || needs_bias) {
-      // The wgrad's epilogue also sums dy over tokens (BGRADB).
-      if (needs_bias) db = vector_like(dy, dy.size(1));
-      dw = weight_gradient(x, dy, db);
+      // The wgrad's epilogue also sums dy over tokens (BGRADB). dw and db share one allocation
+      // where both are returned.
+      if (needs_weight && needs_bias) {
+        const std::vector<at::Tensor> views =
+            views_of_one_allocation(dy, {{weight.size(0), weight.size(1)}, {dy.size(1)}});
+        db = views[1];
+        dw = weight_gradient(x, dy, db, views[0]);
+      } else {
+        if (needs_bias) db = vector_like(dy, dy.size(1));
+        dw = weight_gradient(x, dy, db);
+      }
     }
     return {dx, needs_weight ? dw : at::Tensor(), db};
   }
@@ -271,10 +314,15 @@ class MLPFunction : public torch::autograd::Function<MLPFunction> {
     const at::Tensor x = x_in.contiguous(), w1 = w1_in.contiguous(), w2 = w2_in.contiguous();
     const at::Tensor b1 = b1_in ? b1_in->contiguous() : at::Tensor(), b2 = b2_in ? b2_in->contiguous() : at::Tensor();
     const epigemm_activation_t act = activation_of(activation);
-    // With an activation, fc1's epilogue also writes its input (pre) for the backward.
-    at::Tensor pre;
-    if (act != EPIGEMM_ACTIVATION_IDENTITY) pre = at::empty({x.size(0), w1.size(0)}, x.options());
-    const at::Tensor h = ::forward(x, w1, b1, act, pre);
+    // With an activation, fc1's epilogue also writes its input (pre) for the backward; pre and
+    // h [tokens, hidden] share one allocation (both are saved, and freed together).
+    at::Tensor pre, h_out;
+    if (act != EPIGEMM_ACTIVATION_IDENTITY) {
+      const std::vector<at::Tensor> views = views_of_one_allocation(x, {{x.size(0), w1.size(0)}, {x.size(0), w1.size(0)}});
+      pre = views[0];
+      h_out = views[1];
+    }
+    const at::Tensor h = ::forward(x, w1, b1, act, pre, EPIGEMM_BACKEND_AUTO, false, h_out);
     at::Tensor y = ::forward(h, w2, b2, EPIGEMM_ACTIVATION_IDENTITY, at::Tensor());
     ctx->save_for_backward({x, w1, w2, h, pre});
     ctx->saved_data["activation"] = int64_t(act);
@@ -293,24 +341,31 @@ class MLPFunction : public torch::autograd::Function<MLPFunction> {
     const bool needs_x = ctx->needs_input_grad(0), needs_w1 = ctx->needs_input_grad(1),
                needs_b1 = has_b1 && ctx->needs_input_grad(2), needs_w2 = ctx->needs_input_grad(w2_input),
                needs_b2 = has_b2 && ctx->needs_input_grad(w2_input + 1);
-    at::Tensor dx, dw1, db1, dw2, db2;
     const at::Tensor dy = rows_contiguous(grads[0]);
+    // The parameters' gradients that are returned, as views of one allocation: autograd hands
+    // each to its parameter's .grad as it is (a contiguous tensor of the parameter's shape).
+    const std::vector<at::Tensor> param_grads = views_of_one_allocation(
+        dy, {needs_w1 ? std::vector<int64_t>{w1.size(0), w1.size(1)} : std::vector<int64_t>{},
+             needs_b1 ? std::vector<int64_t>{w1.size(0)} : std::vector<int64_t>{},
+             needs_w2 || needs_b2 ? std::vector<int64_t>{w2.size(0), w2.size(1)} : std::vector<int64_t>{},
+             needs_b2 ? std::vector<int64_t>{w2.size(0)} : std::vector<int64_t>{}});
+    at::Tensor dx, dw1, db1 = param_grads[1], dw2, db2 = param_grads[3];
     if (needs_w2 || needs_b2) {
       // fc2's wgrad; its epilogue also sums dy over tokens (BGRADB).
-      if (needs_b2) db2 = vector_like(dy, dy.size(1));
-      dw2 = weight_gradient(h, dy, db2);
+      dw2 = weight_gradient(h, dy, db2, param_grads[2]);
     }
     if (needs_x || needs_w1 || needs_b1) {
-      if (needs_b1) db1 = vector_like(dy, w1.size(0));
       at::Tensor dpre;
       if (act == EPIGEMM_ACTIVATION_IDENTITY) {
         dpre = data_gradient(dy, w2, at::Tensor(), act, at::Tensor());
-        if (needs_w1 || needs_b1) dw1 = weight_gradient(x, dpre, db1);
+        // Without needs_w1, dw1 is computed for db1 alone (BGRADB gives both) in an allocation
+        // of its own, freed here.
+        if (needs_w1 || needs_b1) dw1 = weight_gradient(x, dpre, db1, param_grads[0]);
       } else {
         // fc2's dgrad through the activation's gradient on fc1's saved pre-activation; its
         // epilogue also gives fc1's bias gradient (DACT_BGRAD).
         dpre = data_gradient(dy, w2, pre, act, db1);
-        if (needs_w1) dw1 = weight_gradient(x, dpre, at::Tensor());
+        if (needs_w1) dw1 = weight_gradient(x, dpre, at::Tensor(), param_grads[0]);
       }
       if (needs_x) dx = data_gradient(dpre, w1, at::Tensor(), EPIGEMM_ACTIVATION_IDENTITY, at::Tensor());
     }

@@ -367,6 +367,39 @@ def test_cpp_operators_and_python_functions_agree_bitwise(device, activation, bi
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("activation", ["gelu_tanh", None])
+def test_cpp_operators_parameter_gradients_are_separate_tensors(device, activation):
+    """The C++ backward hands out the parameters' gradients as views of one allocation: each must
+    behave as a tensor of its own (its parameter's shape, contiguous, 256 bytes from the previous
+    one's start or more, touching none of the others), and a second backward must add to them in
+    place. (On CUDA the allocation itself starts on 512 bytes, so each view on 256; the CPU
+    allocator gives 64.)"""
+    cpp_operators_only()
+    torch.manual_seed(11)
+    for module in (et.MLP(12, 20, 7, activation=activation, device=device), et.Linear(12, 5, device=device)):
+        params = list(module.parameters())
+        x = torch.randn(9, 12, device=device)
+        module(x).sum().backward()
+        grads = [p.grad for p in params]
+        assert producer(module(x)) == "CppFunction"
+        first = [g.clone() for g in grads]
+        for p, g in zip(params, grads):
+            assert g.shape == p.shape and g.is_contiguous()
+            assert g.data_ptr() % (256 if device == "cuda" else 64) == 0
+        # Writing one gradient leaves the others as they were.
+        for i, g in enumerate(grads):
+            g.fill_(float(i + 1))
+        for i, g in enumerate(grads):
+            assert torch.equal(g, torch.full_like(g, float(i + 1)))
+        # Accumulation into the existing .grad tensors (no zero_grad in between).
+        for g, f in zip(grads, first):
+            g.copy_(f)
+        module(x).sum().backward()
+        for p, f in zip(params, first):
+            torch.testing.assert_close(p.grad, 2 * f)
+
+
 def test_cpp_operators_refuse_what_the_python_path_refuses():
     """A call the C++ operators cannot run (here float64) goes to the Python Function, which
     raises epigemm's exception with the library's message, and nothing is left half done."""

@@ -160,8 +160,13 @@ struct BackwardActivationBgrad {
   static std::string label() {
     return std::string("backward_activation_bgrad(") + activation_name(Activation::id) + ")";
   }
-  using Operation = DeEltActRowPartialSums<cutlass::layout::ColumnMajor, GradientTimesDerivative<Activation>::template Fn,
-                                           /*ElementOutput=*/Element, /*ElementAux=*/Element>;
+  // ElementSource void: the beta * C term is left out (a kernel that does not read D's old values).
+  template <class ElementSource>
+  using OperationReading =
+      DeEltActRowPartialSums<cutlass::layout::ColumnMajor, GradientTimesDerivative<Activation>::template Fn,
+                             /*ElementOutput=*/Element, /*ElementAux=*/Element, ElementSource>;
+  using Operation = OperationReading<Element>;
+  using OperationWithoutSource = OperationReading<void>;
   static constexpr bool kSumsRows = true;
   template <class FusionArguments>
   static void set(FusionArguments& fusion, const GemmCall& call, float* partials) {

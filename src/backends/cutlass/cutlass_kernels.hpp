@@ -100,7 +100,9 @@ enum class KernelFamily { linear_combination_bias, forward_activation_aux, backw
 //                                         values, so 4 main-loop stages instead of 3
 //   pingpong_128x128x64_without_source, pingpong_128x128x64_epilogue_64x64_without_source   the
 //                                         two forward ping-pong tiles where beta = 0 (delayed TMA
-//                                         stores; 6 stages for the 64 x 64 subtile instead of 5)
+//                                         stores; 6 stages for the 64 x 64 subtile instead of 5);
+//                                         the second also for the activation gradients where
+//                                         gemm_k <= 1024
 //   pingpong_64x128x64_without_source, cooperative_128x64x64_without_source   the two tiles of small
 //                                         forward grids where beta = 0 (delayed TMA stores; the
 //                                         cooperative one 8 stages instead of 7, the ping-pong one 8

@@ -33,11 +33,13 @@ namespace cutlass_backend {
 
 // g = act'(aux) * (alpha acc + beta C) into D, and the per-tile partial row sums of g into an fp32
 // buffer (null: none). The fusion operation's tag: FusionCallbacks below is what it builds.
-template <class GmemLayoutTagAux, template <class> class ActivationFn, class ElementOutput, class ElementAux>
+// ElementSource void: no beta * C term (a kernel that does not read D's old values).
+template <class GmemLayoutTagAux, template <class> class ActivationFn, class ElementOutput, class ElementAux,
+          class ElementSource = ElementOutput>
 struct DeEltActRowPartialSums
     : cutlass::epilogue::fusion::LinCombDeEltActDePerRowBias<
           GmemLayoutTagAux, ActivationFn, ElementOutput, /*ElementCompute=*/float, ElementAux,
-          /*ElementBias=*/ElementOutput, /*ElementSource=*/ElementOutput, /*ElementScalar=*/float> {};
+          /*ElementBias=*/ElementOutput, ElementSource, /*ElementScalar=*/float> {};
 
 // The partial row sums of a call's D (gemm_m x gemm_n) over tiles of tile_m x tile_n.
 struct RowPartials {
@@ -63,11 +65,11 @@ namespace cutlass::epilogue::fusion {
 // The visitor tree of DeEltActRowPartialSums: CUTLASS's Sm90LinCombDeEltActDePerRowBias with the
 // column-vector reduction writing fp32 partials (FinalReduction = false) to partials_ptr.
 template <int StagesC, int StagesD, int FragmentSize, bool ReuseSmemC, bool DelayTmaStore, class GmemLayoutTagAux,
-          template <class> class ActivationFn, class ElementOutput, class ElementAux, class CtaTileShapeMNK,
-          class EpilogueTile, class SmemLayoutAtom, class CopyOpS2R>
+          template <class> class ActivationFn, class ElementOutput, class ElementAux, class ElementSource,
+          class CtaTileShapeMNK, class EpilogueTile, class SmemLayoutAtom, class CopyOpS2R>
 struct FusionCallbacks<epilogue::Sm90TmaWarpSpecialized<StagesC, StagesD, FragmentSize, ReuseSmemC, DelayTmaStore>,
                        epigemm::cutlass_backend::DeEltActRowPartialSums<GmemLayoutTagAux, ActivationFn, ElementOutput,
-                                                                        ElementAux>,
+                                                                        ElementAux, ElementSource>,
                        CtaTileShapeMNK, EpilogueTile, SmemLayoutAtom, CopyOpS2R>
     : Sm90EVT<Sm90Compute<cutlass::epilogue::thread::Identity, ElementOutput, float, FloatRoundStyle::round_to_nearest>,
               Sm90EVT<Sm90ColReduction<plus, plus, plus, 0, CtaTileShapeMNK, /*ElementOutput=*/float,
@@ -77,16 +79,16 @@ struct FusionCallbacks<epilogue::Sm90TmaWarpSpecialized<StagesC, StagesD, Fragme
                       Sm90LinCombDeEltAct<CtaTileShapeMNK, EpilogueTile, StagesC,
                                           cutlass::gemm::TagToStrideC_t<GmemLayoutTagAux>, SmemLayoutAtom, CopyOpS2R,
                                           ActivationFn, /*ElementOutput=*/float, /*ElementCompute=*/float, ElementAux,
-                                          /*ElementSource=*/ElementOutput, /*ElementScalar=*/float>>> {
+                                          ElementSource, /*ElementScalar=*/float>>> {
   using Impl =
       Sm90EVT<Sm90Compute<cutlass::epilogue::thread::Identity, ElementOutput, float, FloatRoundStyle::round_to_nearest>,
               Sm90EVT<Sm90ColReduction<plus, plus, plus, 0, CtaTileShapeMNK, float, float,
                                        FloatRoundStyle::round_to_nearest, Stride<_1, _0, int64_t>, 4, true, false>,
                       Sm90LinCombDeEltAct<CtaTileShapeMNK, EpilogueTile, StagesC,
                                           cutlass::gemm::TagToStrideC_t<GmemLayoutTagAux>, SmemLayoutAtom, CopyOpS2R,
-                                          ActivationFn, float, float, ElementAux, ElementOutput, float>>>;
-  using Operation =
-      epigemm::cutlass_backend::DeEltActRowPartialSums<GmemLayoutTagAux, ActivationFn, ElementOutput, ElementAux>;
+                                          ActivationFn, float, float, ElementAux, ElementSource, float>>>;
+  using Operation = epigemm::cutlass_backend::DeEltActRowPartialSums<GmemLayoutTagAux, ActivationFn, ElementOutput,
+                                                                     ElementAux, ElementSource>;
 
   struct Arguments {
     float alpha = 1.0f;

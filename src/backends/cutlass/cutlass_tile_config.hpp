@@ -30,9 +30,9 @@ constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
     case TileConfig::cooperative_128x128x64: return family != KernelFamily::forward_activation_aux;
     case TileConfig::pingpong_128x128x64: return family != KernelFamily::linear_combination_bias;
     case TileConfig::pingpong_128x128x64_epilogue_64x64:
-    case TileConfig::pingpong_128x128x64_without_source:
+    case TileConfig::pingpong_128x128x64_without_source: return family == KernelFamily::forward_activation_aux;
     case TileConfig::pingpong_128x128x64_epilogue_64x64_without_source:
-      return family == KernelFamily::forward_activation_aux;
+      return family != KernelFamily::linear_combination_bias;
     case TileConfig::pingpong_64x128x64:
     case TileConfig::pingpong_64x128x64_without_source:
     case TileConfig::cooperative_128x64x64:
@@ -215,6 +215,23 @@ inline TileConfig forward_tile_for(const GemmCall& call, const DeviceFacts& devi
 // 1.138); at 256 tiles and below cooperative was 1-15% faster (1024,2048,8192, 128 tiles: 1.078
 // against 1.146): with at most one tile per SM, nothing follows an epilogue to hide it under, and
 // the cooperative kernel's two warp groups share the tile's epilogue.
+//
+// Why the ping-pong tile's 64 x 64 subtile without a source for the activation gradients where
+// gemm_k <= 1024 (silu and the GELUs, beta = 0): a main loop of at most 16 slices cannot hide an
+// epilogue that reads aux and writes D in CUTLASS's 64 x 32 subtiles, each waiting for its TMA
+// store; half as many subtiles, each store issued after the next subtile's math, shorten it.
+// Measured in the tiles lab (H200, bf16, 2026-12-04 14:33 UTC, tile order 4 as the rule takes;
+// `h200-2026-12-04-labs/cutlass_tiles_lab_backward_without_source-1433.log`), over cuBLAS's plain
+// GEMM: 4096,4096,1024 (1024 tiles) DACT(gelu_erf) 1.499 -> 1.313, DACT_BGRAD(silu) 1.431 -> 1.246,
+// DACT_BGRAD(gelu_tanh) 1.623 -> 1.390; 8192,4096,1024 (2048 tiles) 1.493 -> 1.341, 1.425 -> 1.261,
+// 1.581 -> 1.385; 2048,3072,768 (384 tiles) 1.858 -> 1.572, 1.701 -> 1.523, 1.942 -> 1.687. Where
+// gemm_k was 4096 (8192,16384,4096, 8192 tiles) the subtile was 1-3.5% slower, so the rule keeps to
+// the short calls. (CUTLASS's subtile without a source was between the two: 1.389, 1.315, 1.448 on
+// 4096,4096,1024; it is not instantiated.)
+inline bool backward_epilogue_wants_larger_subtile(const GemmCall& call) {
+  return call.beta == 0.0f && forward_epilogue_wants_larger_subtile(call);
+}
+
 inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, const DeviceFacts& device) {
   switch (family) {
     case KernelFamily::forward_activation_aux: {
@@ -223,8 +240,9 @@ inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, con
     }
     case KernelFamily::backward_activation_bgrad:
       if (long_grid_wants_wide_tile(call, device)) return TileConfig::cooperative_256x128x64_cluster_1x2;
-      return tile_grid_of(call).tiles() >= 2 * int64_t(device.sm_count) ? TileConfig::pingpong_128x128x64
-                                                                          : TileConfig::cooperative_128x128x64;
+      if (tile_grid_of(call).tiles() < 2 * int64_t(device.sm_count)) return TileConfig::cooperative_128x128x64;
+      return backward_epilogue_wants_larger_subtile(call) ? TileConfig::pingpong_128x128x64_epilogue_64x64_without_source
+                                                          : TileConfig::pingpong_128x128x64;
     case KernelFamily::linear_combination_bias: return TileConfig::cooperative_128x128x64;
   }
   return TileConfig::cooperative_128x128x64;
