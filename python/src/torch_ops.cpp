@@ -231,19 +231,23 @@ at::Tensor vector_like(const at::Tensor& like, int64_t length) { return at::empt
 
 // Tensors of the given shapes (each contiguous, of `like`'s dtype and device) as views of one
 // allocation, each starting on a 256-byte boundary (what TMA and cuBLASLt's fastest kernels ask
-// of a pointer). An empty shape list entry ({}) gives an undefined tensor. One allocation instead
-// of several: on the GPU machine's host an at::empty costs about 3.3 us, a tenth of the C call.
+// of a pointer). An empty shape list entry ({}) gives an undefined tensor, and where every entry
+// is one, nothing is allocated. One allocation instead of several: on the GPU machine's host an
+// at::empty costs about 3.3 us, a tenth of the C call.
 std::vector<at::Tensor> views_of_one_allocation(const at::Tensor& like,
                                                 const std::vector<std::vector<int64_t>>& shapes) {
   const int64_t align = std::max<int64_t>(1, 256 / int64_t(like.element_size()));
   std::vector<int64_t> offsets;
   int64_t total = 0;
+  bool any = false;
   for (const auto& shape : shapes) {
     int64_t elements = 1;
     for (const int64_t extent : shape) elements *= extent;
     offsets.push_back(total);
     if (!shape.empty()) total += (elements + align - 1) / align * align;
+    any = any || !shape.empty();
   }
+  if (!any) return std::vector<at::Tensor>(shapes.size());
   const at::Tensor buffer = at::empty({total}, like.options());
   std::vector<at::Tensor> views;
   for (size_t i = 0; i < shapes.size(); ++i) {
@@ -347,11 +351,12 @@ class MLPFunction : public torch::autograd::Function<MLPFunction> {
     const std::vector<at::Tensor> param_grads = views_of_one_allocation(
         dy, {needs_w1 ? std::vector<int64_t>{w1.size(0), w1.size(1)} : std::vector<int64_t>{},
              needs_b1 ? std::vector<int64_t>{w1.size(0)} : std::vector<int64_t>{},
-             needs_w2 || needs_b2 ? std::vector<int64_t>{w2.size(0), w2.size(1)} : std::vector<int64_t>{},
+             needs_w2 ? std::vector<int64_t>{w2.size(0), w2.size(1)} : std::vector<int64_t>{},
              needs_b2 ? std::vector<int64_t>{w2.size(0)} : std::vector<int64_t>{}});
     at::Tensor dx, dw1, db1 = param_grads[1], dw2, db2 = param_grads[3];
     if (needs_w2 || needs_b2) {
-      // fc2's wgrad; its epilogue also sums dy over tokens (BGRADB).
+      // fc2's wgrad; its epilogue also sums dy over tokens (BGRADB). Without needs_w2, dw2 is
+      // computed for db2 alone in an allocation of its own, freed here.
       dw2 = weight_gradient(h, dy, db2, param_grads[2]);
     }
     if (needs_x || needs_w1 || needs_b1) {

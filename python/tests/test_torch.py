@@ -400,6 +400,47 @@ def test_cpp_operators_parameter_gradients_are_separate_tensors(device, activati
             torch.testing.assert_close(p.grad, 2 * f)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("activation", ["gelu_tanh", None])
+def test_cpp_operators_with_frozen_parameters_match_the_python_functions(device, activation):
+    """Every subset of the MLP's parameters trainable, the input too or not: the C++ backward
+    computes and hands out only the gradients asked for (those of the parameters share one
+    allocation), bitwise the Python Functions' gradients."""
+    cpp_operators_only()
+    import itertools
+    torch.manual_seed(12)
+    model = et.MLP(12, 20, 7, activation=activation, device=device)
+    x = torch.randn(9, 12, device=device)
+    grad = torch.randn(9, 7, device=device)
+    act = "identity" if activation is None else activation
+    params = list(model.parameters())  # w1, b1, w2, b2
+    for trainable in itertools.product([False, True], repeat=4):
+        for x_needs_grad in (False, True):
+            if not any(trainable) and not x_needs_grad:
+                continue
+            for p, t in zip(params, trainable):
+                p.requires_grad_(t)
+            results = []
+            for use_cpp in (True, False):
+                model.zero_grad(set_to_none=True)
+                xi = x.clone().requires_grad_(x_needs_grad)
+                if use_cpp:
+                    y = model(xi)
+                    assert producer(y) == "CppFunction"
+                else:
+                    fc1, fc2 = model.fc1, model.fc2
+                    y, _, _ = et._MLPFunction.apply(xi, fc1.weight, fc1.bias, fc2.weight, fc2.bias, act)
+                y.backward(grad)
+                results.append([xi.grad] + [p.grad for p in params])
+            for i, (a, b) in enumerate(zip(*results)):
+                what = f"{['x', 'w1', 'b1', 'w2', 'b2'][i]} with trainable {trainable}, x {x_needs_grad}"
+                assert (a is None) == (b is None), what
+                if a is not None:
+                    assert a.shape == b.shape and torch.equal(a, b), what
+    for p in params:
+        p.requires_grad_(True)
+
+
 def test_cpp_operators_refuse_what_the_python_path_refuses():
     """A call the C++ operators cannot run (here float64) goes to the Python Function, which
     raises epigemm's exception with the library's message, and nothing is left half done."""
