@@ -227,8 +227,6 @@ at::Tensor weight_gradient(const at::Tensor& x, const at::Tensor& dy, const at::
   return dw;
 }
 
-at::Tensor vector_like(const at::Tensor& like, int64_t length) { return at::empty({length}, like.options()); }
-
 // Tensors of the given shapes (each contiguous, of `like`'s dtype and device) as views of one
 // allocation, each starting on a 256-byte boundary (what TMA and cuBLASLt's fastest kernels ask
 // of a pointer). An empty shape list entry ({}) gives an undefined tensor, and where every entry
@@ -294,17 +292,13 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
     at::Tensor dx, dw, db;
     if (needs_x) dx = data_gradient(dy, weight, at::Tensor(), EPIGEMM_ACTIVATION_IDENTITY, at::Tensor());
     if (needs_weight || needs_bias) {
-      // The wgrad's epilogue also sums dy over tokens (BGRADB). dw and db share one allocation
-      // where both are returned.
-      if (needs_weight && needs_bias) {
-        const std::vector<at::Tensor> views =
-            views_of_one_allocation(dy, {{weight.size(0), weight.size(1)}, {dy.size(1)}});
-        db = views[1];
-        dw = weight_gradient(x, dy, db, views[0]);
-      } else {
-        if (needs_bias) db = vector_like(dy, dy.size(1));
-        dw = weight_gradient(x, dy, db);
-      }
+      // The wgrad's epilogue also sums dy over tokens (BGRADB). The returned gradients share one
+      // allocation; dw computed for db alone gets its own (weight_gradient's), freed here.
+      const std::vector<at::Tensor> views = views_of_one_allocation(
+          dy, {needs_weight ? std::vector<int64_t>{weight.size(0), weight.size(1)} : std::vector<int64_t>{},
+               needs_bias ? std::vector<int64_t>{dy.size(1)} : std::vector<int64_t>{}});
+      db = views[1];
+      dw = weight_gradient(x, dy, db, views[0]);
     }
     return {dx, needs_weight ? dw : at::Tensor(), db};
   }

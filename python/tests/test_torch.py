@@ -3,6 +3,7 @@ CPU and, where there is one, a CUDA GPU. Each result and gradient is compared wi
 computation, and epigemm's error with PyTorch's own in the same dtype."""
 
 import copy
+import itertools
 
 import numpy as np
 import pytest
@@ -407,7 +408,6 @@ def test_cpp_operators_with_frozen_parameters_match_the_python_functions(device,
     computes and hands out only the gradients asked for (those of the parameters share one
     allocation), bitwise the Python Functions' gradients."""
     cpp_operators_only()
-    import itertools
     torch.manual_seed(12)
     model = et.MLP(12, 20, 7, activation=activation, device=device)
     x = torch.randn(9, 12, device=device)
@@ -437,6 +437,38 @@ def test_cpp_operators_with_frozen_parameters_match_the_python_functions(device,
                 assert (a is None) == (b is None), what
                 if a is not None:
                     assert a.shape == b.shape and torch.equal(a, b), what
+    for p in params:
+        p.requires_grad_(True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cpp_linear_with_frozen_parameters_matches_the_python_function(device):
+    """Linear's C++ backward with the weight, the bias or both trainable, the input too or not:
+    the gradients asked for, bitwise the Python Function's."""
+    cpp_operators_only()
+    torch.manual_seed(13)
+    linear = et.Linear(12, 5, device=device)
+    x = torch.randn(9, 12, device=device)
+    grad = torch.randn(9, 5, device=device)
+    params = [linear.weight, linear.bias]
+    for trainable in itertools.product([False, True], repeat=2):
+        for x_needs_grad in (False, True):
+            if not any(trainable) and not x_needs_grad:
+                continue
+            for p, t in zip(params, trainable):
+                p.requires_grad_(t)
+            results = []
+            for use_cpp in (True, False):
+                linear.zero_grad(set_to_none=True)
+                xi = x.clone().requires_grad_(x_needs_grad)
+                y = linear(xi) if use_cpp else et._LinearFunction.apply(xi, linear.weight, linear.bias)
+                assert producer(y) == ("CppFunction" if use_cpp else "_LinearFunctionBackward")
+                y.backward(grad)
+                results.append([xi.grad] + [p.grad for p in params])
+            for name, a, b in zip(["x", "weight", "bias"], *results):
+                assert (a is None) == (b is None), f"{name} with trainable {trainable}, x {x_needs_grad}"
+                if a is not None:
+                    assert torch.equal(a, b), f"{name} with trainable {trainable}, x {x_needs_grad}"
     for p in params:
         p.requires_grad_(True)
 
