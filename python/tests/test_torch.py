@@ -401,6 +401,32 @@ def test_cpp_operators_parameter_gradients_are_separate_tensors(device, activati
             torch.testing.assert_close(p.grad, 2 * f)
 
 
+def compare_frozen_subsets(module, params, names, x, grad, run_cpp, run_python):
+    """For every subset of `params` trainable, with the input needing a gradient or not: the
+    gradients of the C++ operator's backward (run_cpp(x)) against the Python Function's
+    (run_python(x)), bitwise, the same ones present. Every parameter trains again afterwards."""
+    for trainable in itertools.product([False, True], repeat=len(params)):
+        for x_needs_grad in (False, True):
+            if not any(trainable) and not x_needs_grad:
+                continue
+            for p, t in zip(params, trainable):
+                p.requires_grad_(t)
+            results = []
+            for use_cpp in (True, False):
+                module.zero_grad(set_to_none=True)
+                xi = x.clone().requires_grad_(x_needs_grad)
+                y = run_cpp(xi) if use_cpp else run_python(xi)
+                y.backward(grad)
+                results.append([xi.grad] + [p.grad for p in params])
+            for name, a, b in zip(names, *results):
+                what = f"{name} with trainable {trainable}, x {x_needs_grad}"
+                assert (a is None) == (b is None), what
+                if a is not None:
+                    assert a.shape == b.shape and torch.equal(a, b), what
+    for p in params:
+        p.requires_grad_(True)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("activation", ["gelu_tanh", None])
 def test_cpp_operators_with_frozen_parameters_match_the_python_functions(device, activation):
@@ -410,35 +436,19 @@ def test_cpp_operators_with_frozen_parameters_match_the_python_functions(device,
     cpp_operators_only()
     torch.manual_seed(12)
     model = et.MLP(12, 20, 7, activation=activation, device=device)
-    x = torch.randn(9, 12, device=device)
-    grad = torch.randn(9, 7, device=device)
     act = "identity" if activation is None else activation
-    params = list(model.parameters())  # w1, b1, w2, b2
-    for trainable in itertools.product([False, True], repeat=4):
-        for x_needs_grad in (False, True):
-            if not any(trainable) and not x_needs_grad:
-                continue
-            for p, t in zip(params, trainable):
-                p.requires_grad_(t)
-            results = []
-            for use_cpp in (True, False):
-                model.zero_grad(set_to_none=True)
-                xi = x.clone().requires_grad_(x_needs_grad)
-                if use_cpp:
-                    y = model(xi)
-                    assert producer(y) == "CppFunction"
-                else:
-                    fc1, fc2 = model.fc1, model.fc2
-                    y, _, _ = et._MLPFunction.apply(xi, fc1.weight, fc1.bias, fc2.weight, fc2.bias, act)
-                y.backward(grad)
-                results.append([xi.grad] + [p.grad for p in params])
-            for i, (a, b) in enumerate(zip(*results)):
-                what = f"{['x', 'w1', 'b1', 'w2', 'b2'][i]} with trainable {trainable}, x {x_needs_grad}"
-                assert (a is None) == (b is None), what
-                if a is not None:
-                    assert a.shape == b.shape and torch.equal(a, b), what
-    for p in params:
-        p.requires_grad_(True)
+
+    def run_cpp(xi):
+        y = model(xi)
+        assert producer(y) == "CppFunction"
+        return y
+
+    def run_python(xi):
+        fc1, fc2 = model.fc1, model.fc2
+        return et._MLPFunction.apply(xi, fc1.weight, fc1.bias, fc2.weight, fc2.bias, act)[0]
+
+    compare_frozen_subsets(model, list(model.parameters()), ["x", "w1", "b1", "w2", "b2"],
+                           torch.randn(9, 12, device=device), torch.randn(9, 7, device=device), run_cpp, run_python)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -448,29 +458,19 @@ def test_cpp_linear_with_frozen_parameters_matches_the_python_function(device):
     cpp_operators_only()
     torch.manual_seed(13)
     linear = et.Linear(12, 5, device=device)
-    x = torch.randn(9, 12, device=device)
-    grad = torch.randn(9, 5, device=device)
-    params = [linear.weight, linear.bias]
-    for trainable in itertools.product([False, True], repeat=2):
-        for x_needs_grad in (False, True):
-            if not any(trainable) and not x_needs_grad:
-                continue
-            for p, t in zip(params, trainable):
-                p.requires_grad_(t)
-            results = []
-            for use_cpp in (True, False):
-                linear.zero_grad(set_to_none=True)
-                xi = x.clone().requires_grad_(x_needs_grad)
-                y = linear(xi) if use_cpp else et._LinearFunction.apply(xi, linear.weight, linear.bias)
-                assert producer(y) == ("CppFunction" if use_cpp else "_LinearFunctionBackward")
-                y.backward(grad)
-                results.append([xi.grad] + [p.grad for p in params])
-            for name, a, b in zip(["x", "weight", "bias"], *results):
-                assert (a is None) == (b is None), f"{name} with trainable {trainable}, x {x_needs_grad}"
-                if a is not None:
-                    assert torch.equal(a, b), f"{name} with trainable {trainable}, x {x_needs_grad}"
-    for p in params:
-        p.requires_grad_(True)
+
+    def run_cpp(xi):
+        y = linear(xi)
+        assert producer(y) == "CppFunction"
+        return y
+
+    def run_python(xi):
+        y = et._LinearFunction.apply(xi, linear.weight, linear.bias)
+        assert producer(y) == "_LinearFunctionBackward"
+        return y
+
+    compare_frozen_subsets(linear, [linear.weight, linear.bias], ["x", "weight", "bias"],
+                           torch.randn(9, 12, device=device), torch.randn(9, 5, device=device), run_cpp, run_python)
 
 
 def test_cpp_operators_refuse_what_the_python_path_refuses():
