@@ -326,9 +326,9 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
   // cooperative 128 x 64 tiles: 10 forward each; the cooperative 256 x 128 tile in clusters of
   // two: 10 forward + 10 backward, and without a source (beta = 0): 10 forward; the two ping-pong
   // 128 x 128 forward tiles, the ping-pong 64 x 128 and the cooperative 128 x 64 tiles without a
-  // source: 10 forward each; the ping-pong 128 x 128 tile with the 64 x 64 subtile without a source
-  // also 10 backward.
-  EXPECT_EQ(found, 148);
+  // source: 10 forward each; the ping-pong 128 x 128 tile with the 64 x 64 subtile and the
+  // cooperative 128 x 64 tile, both without a source, also 10 backward each.
+  EXPECT_EQ(found, 158);
 }
 
 // A kernel without a source (no shared memory for D's old values) refuses a call with beta != 0,
@@ -476,6 +476,24 @@ TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 4096, 4096, 1024, EPIGEMM_ACTIVATION_RELU), pingpong);
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 4096, 4096, 1024, EPIGEMM_ACTIVATION_IDENTITY), pingpong);
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 263, 128, 1024), coop);  // under two waves
+  // At most one tile of 128 x 64 per SM with beta = 0: the cooperative 128 x 64 tile without a
+  // source, for every activation.
+  const cb::TileConfig bwd_narrow = cb::TileConfig::cooperative_128x64x64_without_source;
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 768, 256, 3072), bwd_narrow);   // 256,768,3072: 24 tiles
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 768, 1000, 3072), bwd_narrow);  // 1000,768,3072: 96
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 66, 128), bwd_narrow);    // 132 tiles of 128 x 64
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 66, 128 + 8), coop);      // 198 of them
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 768, 2048, 3072), coop);        // 2048,768,3072: 192
+  for (epigemm_activation_t a : every_activation()) {
+    EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 1024, 512, 4096, a), bwd_narrow)
+        << epigemm_activation_name(a);  // 512,1024,4096: 64 tiles
+  }
+  {
+    epigemm::GemmCall accumulate =
+        host_probe_call(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_SILU, N, N, 768, 1000, 3072);
+    accumulate.beta = 1.0f;  // reads D's old values: the 128 x 128 tile with a source
+    EXPECT_EQ(cb::tile_config_for(KernelFamily::backward_activation_bgrad, accumulate, h200), coop);
+  }
   {
     epigemm::GemmCall accumulate =
         host_probe_call(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_SILU, N, N, 4096, 4096, 1024);
@@ -566,7 +584,8 @@ TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
 // auto's priority for cutlass reads the epilogue's parts, the waves of 128 x 128 tiles over the
 // SMs and how full the last wave is: forward activation epilogues 35 from 7 waves on, 25 from
 // 0.75, and below where the smaller tiles run (gemm_k <= 1024), else 1 (the identity with an aux:
-// 25); DACT and DACT_BGRAD 35 from 7 waves on, 25 below
+// 25); DACT and DACT_BGRAD 35 from 7 waves on, 25 where the cooperative 128 x 64 tile runs (at
+// most one of its tiles per SM, beta = 0), 25 below 7 waves
 // where the last wave is at least 90% full or backward_gradient_time_ratio predicts cutlass
 // faster (a less full last wave with a short gemm_k), with the grid at least half a wave, else 1;
 // the plain epilogues (DEFAULT, BIAS, the identity without an aux) 1.
@@ -596,7 +615,16 @@ TEST(CutlassSupport, AutoPriorityDependsOnTheEpilogueAndTheWaves) {
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 32, 128 * 28), 25);          // last wave 97% full
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 24, 128 * 12, 6144), 1);     // 288 tiles: 73%
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 16, 128 * 8), 25);           // 128 tiles: 97%
-  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 6, 128 * 10), 1);            // 60 tiles: under half a wave
+  // Under half a wave (60 tiles) cutlass runs the cooperative 128 x 64 tile (120 of them): 25; a
+  // call that reads D's old values runs the 128 x 128 tile there: 1.
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 6, 128 * 10), 25);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_RELU, 768, 1000, 3072), 25);
+  {
+    epigemm::GemmCall accumulate = host_probe_call(EPIGEMM_EPILOGUE_DACT, silu, N, N, 128 * 6, 128 * 10, 64);
+    accumulate.beta = 0.5f;
+    EXPECT_EQ(cb::auto_priority_for(accumulate, h200), 1);
+  }
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 66, 128 + 8), 25);  // 132 tiles (198 of 128 x 64): one full wave
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 128, 128 * 64), 35);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 40, 128 * 12), 25);    // 480 tiles: 91%
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 20, 128 * 16, 10240), 1);  // 320 tiles: 81%
@@ -664,7 +692,9 @@ TEST(CutlassSupport, KernelWithoutSourceRefusesBeta) {
 
 // Every kernel, in both dtypes, on a shape that is not a multiple of the tile in any direction
 // (gemm_m = 136: one full tile and 8 rows; gemm_n = 200; gemm_k = 72, one full 64-deep slice and
-// 8), with alpha and beta, and with padded leading dimensions (multiples of 8 elements).
+// 8), with alpha and beta, and with padded leading dimensions (multiples of 8 elements). With beta
+// = 0 the activation gradients run the cooperative 128 x 64 tile without a source (2 x 4 of its
+// tiles), with beta = 0.5 the cooperative 128 x 128 tile.
 TEST(CutlassBackend, EveryKernelOnShapesNotMultiplesOfTheTile) {
   Context ctx;
   EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);

@@ -106,7 +106,8 @@ enum class KernelFamily { linear_combination_bias, forward_activation_aux, backw
 //   pingpong_64x128x64_without_source, cooperative_128x64x64_without_source   the two tiles of small
 //                                         forward grids where beta = 0 (delayed TMA stores; the
 //                                         cooperative one 8 stages instead of 7, the ping-pong one 8
-//                                         either way)
+//                                         either way); the cooperative one also for the activation
+//                                         gradients where its tiles are at most one per SM
 // (The ping-pong tile in clusters, and the cooperative tile with CUTLASS's stream-K scheduler or
 // split-K, were measured and not kept: docs/dev/cutlass_backend.md, "Larger tiles and clusters",
 // "Stream-K", "Split-K for grids of a few dozen tiles" and "The large grids at the full clock and

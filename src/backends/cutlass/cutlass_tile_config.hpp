@@ -20,7 +20,8 @@ namespace cutlass_backend {
 // Whether a family instantiates a configuration: what tile_config_for below can choose for it, and
 // nothing more. DEFAULT and BIAS run cooperative; the activation epilogues, which have an epilogue
 // to hide (an aux store or an aux load; docs/dev/cutlass_backend.md, "Tile configurations"), run
-// ping-pong, the backward ones cooperative on small grids, the forward ones with the 64 x 64
+// ping-pong, the backward ones cooperative on small grids (on the cooperative 128 x 64 tile
+// without a source where those tiles are at most one per SM), the forward ones with the 64 x 64
 // epilogue subtile where gemm_k is short and on tiles of half the size on small grids; both on a
 // 256 x 128 cooperative tile in clusters of two where gemm_k is long and the grid large. Each
 // instantiated configuration costs about 4 s of nvcc per kernel and 45 s per translation unit (one
@@ -35,8 +36,8 @@ constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
       return family != KernelFamily::linear_combination_bias;
     case TileConfig::pingpong_64x128x64:
     case TileConfig::pingpong_64x128x64_without_source:
-    case TileConfig::cooperative_128x64x64:
-    case TileConfig::cooperative_128x64x64_without_source: return family == KernelFamily::forward_activation_aux;
+    case TileConfig::cooperative_128x64x64: return family == KernelFamily::forward_activation_aux;
+    case TileConfig::cooperative_128x64x64_without_source: return family != KernelFamily::linear_combination_bias;
     case TileConfig::cooperative_256x128x64_cluster_1x2: return family != KernelFamily::linear_combination_bias;
     case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
       return family == KernelFamily::forward_activation_aux;
@@ -85,7 +86,8 @@ inline TileGrid tile_grid_of(const GemmCall& call) { return tile_grid_of(call, T
 // ping-pong, with the 64 x 64 epilogue subtile for silu and the GELUs where gemm_k is at most
 // 1024, and on grids under 1.5 waves of 128 x 128 tiles with gemm_k at most 1024 on the smaller
 // tiles (forward_grid_wants_smaller_tiles); the backward ones ping-pong from two waves of tiles on
-// (2 x the SM count), cooperative below. The forward ones on the 256 x 128 and ping-pong 128 x 128
+// (2 x the SM count), cooperative below, on the 128 x 64 tile without a source where those tiles
+// are at most one per SM and beta is 0 (backward_grid_wants_smaller_tile). The forward ones on the 256 x 128 and ping-pong 128 x 128
 // tiles run those tiles' kernels without a source where beta is 0 (every layer-level call).
 //
 // Why the forward subtile (docs/dev/cutlass_backend.md, "The forward epilogue's subtile"): where
@@ -232,6 +234,21 @@ inline bool backward_epilogue_wants_larger_subtile(const GemmCall& call) {
   return call.beta == 0.0f && forward_epilogue_wants_larger_subtile(call);
 }
 
+// Why the cooperative 128 x 64 tile without a source for the activation gradients where its tiles
+// are at most one per SM (beta = 0; docs/dev/cutlass_backend.md, "The activation gradients on the
+// small forward grids' tiles"): a grid of at most half a wave of 128 x 128 tiles leaves most SMs
+// idle for a whole tile; tiles of half the width fill twice as many, each with both consumer warp
+// groups on it. Measured in the tiles lab (H200, bf16, 2026-12-04 17:35 UTC, tile order 1, over
+// the 128 x 128 kernel the rule took there): DACT(gelu_erf), DACT_BGRAD(silu) and
+// DACT_BGRAD(gelu_tanh) 31-36% faster on 256,768,3072 (12 tiles of 128 x 128), 512,1024,4096 (32)
+// and 1000,768,3072 (48), slower from 96 tiles on (2048,768,3072: 8-11%); in the benchmark
+// (17:40 UTC, the same three shapes' data gradients, every activation, DACT and DACT_BGRAD), over
+// the cuda backend in the same run, 0.955, 0.975 and 0.806 on geometric mean (0.717-1.037 per case).
+inline bool backward_grid_wants_smaller_tile(const GemmCall& call, const DeviceFacts& device) {
+  return call.beta == 0.0f &&
+         tile_grid_of(call, tile_shape_of(TileConfig::cooperative_128x64x64)).tiles() <= int64_t(device.sm_count);
+}
+
 inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, const DeviceFacts& device) {
   switch (family) {
     case KernelFamily::forward_activation_aux: {
@@ -240,6 +257,7 @@ inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, con
     }
     case KernelFamily::backward_activation_bgrad:
       if (long_grid_wants_wide_tile(call, device)) return TileConfig::cooperative_256x128x64_cluster_1x2;
+      if (backward_grid_wants_smaller_tile(call, device)) return TileConfig::cooperative_128x64x64_without_source;
       if (tile_grid_of(call).tiles() < 2 * int64_t(device.sm_count)) return TileConfig::cooperative_128x128x64;
       return backward_epilogue_wants_larger_subtile(call) ? TileConfig::pingpong_128x128x64_epilogue_64x64_without_source
                                                           : TileConfig::pingpong_128x128x64;
@@ -343,7 +361,10 @@ inline double last_wave_fill(const TileGrid& grid, int sm_count) {
 //     fitted to the public and derive grids of 0.5-7 waves of the 15:41 UTC run of 2026-12-02
 //     (100 cases), it chose as the 90% rule did there, and on the held-out grids of that run
 //     (70 cases) it took the held-out cases over 1.03x the faster of the two from 17 to 4
-//     (docs/dispatch.md, "The activation gradients below 7 waves").
+//     (docs/dispatch.md, "The activation gradients below 7 waves"). Where the cooperative 128 x 64
+//     tile runs (backward_grid_wants_smaller_tile: at most one of its tiles per SM, beta = 0),
+//     cutlass took 0.806-0.975 of cuda's time on geometric mean per shape (2026-12-04 17:40 UTC,
+//     the three derive shapes with such grids): 25 there, whatever the waves.
 //   - the plain epilogues (DEFAULT, BIAS) and the bias gradients of an operand: 1, below every
 //     other device backend.
 // The predicted time of an activation gradient on cutlass over its time on cuda, for a grid of
@@ -371,6 +392,7 @@ inline int auto_priority_for(const GemmCall& call, const DeviceFacts& device) {
   const double waves = double(grid.tiles()) / double(std::max(device.sm_count, 1));
   if (waves >= 7.0) return 35;
   if (parts.backward()) {
+    if (backward_grid_wants_smaller_tile(call, device)) return 25;
     if (waves < 0.5) return 1;
     const double fill = last_wave_fill(grid, device.sm_count);
     if (fill >= 0.9) return 25;
