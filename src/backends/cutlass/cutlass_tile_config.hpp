@@ -87,8 +87,9 @@ inline TileGrid tile_grid_of(const GemmCall& call) { return tile_grid_of(call, T
 // 1024, and on grids under 1.5 waves of 128 x 128 tiles with gemm_k at most 1024 on the smaller
 // tiles (forward_grid_wants_smaller_tiles); the backward ones ping-pong from two waves of tiles on
 // (2 x the SM count), cooperative below, on the 128 x 64 tile without a source where those tiles
-// are at most one per SM and beta is 0 (backward_grid_wants_smaller_tile). The forward ones on the 256 x 128 and ping-pong 128 x 128
-// tiles run those tiles' kernels without a source where beta is 0 (every layer-level call).
+// are at most one per SM and beta is 0 (backward_grid_wants_smaller_tile). The forward ones on
+// the 256 x 128 and ping-pong 128 x 128 tiles run those tiles' kernels without a source where
+// beta is 0 (every layer-level call).
 //
 // Why the forward subtile (docs/dev/cutlass_backend.md, "The forward epilogue's subtile"): where
 // gemm_k is short, a tile's main loop is too short to hide the other warp group's epilogue when
@@ -198,13 +199,18 @@ constexpr TileConfig without_source_where_there_is_one(TileConfig tile) {
   return tile;
 }
 
+// Whether the call's tiles of 128 x 64 are at most one per SM: where the cooperative 128 x 64 tile
+// runs, forward (under forward_grid_wants_smaller_tiles) and backward.
+inline bool narrow_tiles_at_most_one_per_sm(const GemmCall& call, const DeviceFacts& device) {
+  return tile_grid_of(call, tile_shape_of(TileConfig::cooperative_128x64x64)).tiles() <= int64_t(device.sm_count);
+}
+
 // The forward activation epilogues' tile, before the choice of the kernel without a source.
 inline TileConfig forward_tile_for(const GemmCall& call, const DeviceFacts& device) {
   if (long_grid_wants_wide_tile(call, device)) return TileConfig::cooperative_256x128x64_cluster_1x2;
   if (forward_grid_wants_smaller_tiles(call, device)) {
-    return tile_grid_of(call, tile_shape_of(TileConfig::cooperative_128x64x64)).tiles() <= int64_t(device.sm_count)
-               ? TileConfig::cooperative_128x64x64
-               : TileConfig::pingpong_64x128x64;
+    return narrow_tiles_at_most_one_per_sm(call, device) ? TileConfig::cooperative_128x64x64
+                                                         : TileConfig::pingpong_64x128x64;
   }
   return forward_epilogue_wants_larger_subtile(call) ? TileConfig::pingpong_128x128x64_epilogue_64x64
                                                      : TileConfig::pingpong_128x128x64;
@@ -245,8 +251,7 @@ inline bool backward_epilogue_wants_larger_subtile(const GemmCall& call) {
 // (17:40 UTC, the same three shapes' data gradients, every activation, DACT and DACT_BGRAD), over
 // the cuda backend in the same run, 0.955, 0.975 and 0.806 on geometric mean (0.717-1.037 per case).
 inline bool backward_grid_wants_smaller_tile(const GemmCall& call, const DeviceFacts& device) {
-  return call.beta == 0.0f &&
-         tile_grid_of(call, tile_shape_of(TileConfig::cooperative_128x64x64)).tiles() <= int64_t(device.sm_count);
+  return call.beta == 0.0f && narrow_tiles_at_most_one_per_sm(call, device);
 }
 
 inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, const DeviceFacts& device) {
