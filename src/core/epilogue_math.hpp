@@ -42,6 +42,12 @@ struct GeluTanhConstants {
   static constexpr T sqrt_2_over_pi = T(0.7978845608028654);  // sqrt(2 / pi)
   static constexpr T two_log2e_sqrt_2_over_pi = T(2.302208198144325);  // 2 log2(e) sqrt(2 / pi)
   static constexpr T cubic = T(0.044715);
+  // The same constants multiplied out (in double, then rounded once), so that 2u log2(e) is
+  // x (a + b x^2) and the derivative's last factor c + d x^2: one multiply-add each, the constant
+  // products not evaluated per element.
+  static constexpr T two_log2e_sqrt_2_over_pi_cubic = T(2.302208198144325 * 0.044715);
+  static constexpr T two_sqrt_2_over_pi = T(2.0 * 0.7978845608028654);
+  static constexpr T six_cubic_sqrt_2_over_pi = T(6.0 * 0.044715 * 0.7978845608028654);
   // Beyond this |x|, s is 0 or 1 to every precision we compute in (|2u| > 7e10), so the limits
   // are exact: gelu(x) = max(x, -0) and gelu'(x) = (x > 0). Taking them explicitly keeps +-Inf
   // and huge x from producing Inf * 0 = NaN through x^3.
@@ -214,7 +220,9 @@ EPIGEMM_HOST_DEVICE T gelu_tanh(T x) {
   using C = GeluTanhConstants<typename ScalarOf<T>::type>;
   // exp(-2u) = 2^(-2u log2(e)), the constant log2(e) folded into sqrt(2/pi)'s: as many roundings
   // as -2u itself.
-  const T minus_two_u_log2e = T(-1) * C::two_log2e_sqrt_2_over_pi * (x + C::cubic * x * x * x);
+  // -2u log2(e) = x (-a - b x^2): one multiply, one multiply-add and the multiply by x.
+  const T minus_two_u_log2e =
+      x * (T(-C::two_log2e_sqrt_2_over_pi) - C::two_log2e_sqrt_2_over_pi_cubic * (x * x));
   const T inside = quotient(x, T(1) + power_of_two(minus_two_u_log2e));
   // The limits come out of the quotient itself except at -Inf (Inf / Inf): for x > 1e4,
   // exp(-2u) is exactly 0 (-2u < -7e10, or -Inf once x^3 overflows) and the quotient is x, +Inf
@@ -227,13 +235,16 @@ template <typename T>
 EPIGEMM_HOST_DEVICE T gelu_tanh_grad(T x) {
   using C = GeluTanhConstants<typename ScalarOf<T>::type>;
   const T x2 = x * x;
-  const T two_u_log2e = C::two_log2e_sqrt_2_over_pi * (x + C::cubic * x2 * x);  // 2u log2(e)
+  const T two_u_log2e = x * (C::two_log2e_sqrt_2_over_pi + C::two_log2e_sqrt_2_over_pi_cubic * x2);
   const SigmoidParts<T> p = sigmoid_parts_from(
       two_u_log2e, power_of_two(minus_magnitude(two_u_log2e)));
-  const T s_one_minus_s = p.t * p.r * p.r;
-  const T inside =
-      p.sigmoid + T(2) * x * s_one_minus_s * C::sqrt_2_over_pi * (T(1) + T(3) * C::cubic * x2);
-  return where(x > C::saturation, T(1), where(x < -C::saturation, T(0), inside));
+  // s + x s (1 - s) 2 sqrt(2/pi) (1 + 3 * 0.044715 x^2), with s (1 - s) = (t r) r, t r being the
+  // product sigmoid already has.
+  const T x_s_one_minus_s = x * (p.t * p.r) * p.r;
+  const T inside = p.sigmoid + x_s_one_minus_s * (C::two_sqrt_2_over_pi + C::six_cubic_sqrt_2_over_pi * x2);
+  // Beyond the saturation s is exactly 0 or 1, the limits of gelu_tanh' themselves; taking s there
+  // (one compare and one select) keeps x s (1 - s) = Inf * 0 at +-Inf out.
+  return where(magnitude(x) > C::saturation, p.sigmoid, inside);
 }
 
 
@@ -355,8 +366,9 @@ template <typename T>
 EPIGEMM_HOST_DEVICE T silu_grad(T x) {
   using C = ActivationLimits<typename ScalarOf<T>::type>;
   const SigmoidParts<T> p = sigmoid_parts(x);
-  const T inside = p.sigmoid + x * p.t * p.r * p.r;
-  return where(x > C::saturation, T(1), where(x < -C::saturation, T(0), inside));
+  const T inside = p.sigmoid + x * (p.t * p.r) * p.r;  // t r: the product sigmoid already has
+  // Beyond the saturation s is exactly 0 or 1, the limits (as for gelu_tanh').
+  return where(magnitude(x) > C::saturation, p.sigmoid, inside);
 }
 
 // identity'(x) = 1, NaN for NaN (NaN in gives NaN out for every derivative too).
