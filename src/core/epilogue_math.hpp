@@ -39,15 +39,17 @@ namespace epigemm {
 
 template <typename T>
 struct GeluTanhConstants {
-  static constexpr T sqrt_2_over_pi = T(0.7978845608028654);  // sqrt(2 / pi)
-  static constexpr T two_log2e_sqrt_2_over_pi = T(2.302208198144325);  // 2 log2(e) sqrt(2 / pi)
-  static constexpr T cubic = T(0.044715);
-  // The same constants multiplied out (in double, then rounded once), so that 2u log2(e) is
-  // x (a + b x^2) and the derivative's last factor c + d x^2: one multiply-add each, the constant
-  // products not evaluated per element.
-  static constexpr T two_log2e_sqrt_2_over_pi_cubic = T(2.302208198144325 * 0.044715);
-  static constexpr T two_sqrt_2_over_pi = T(2.0 * 0.7978845608028654);
-  static constexpr T six_cubic_sqrt_2_over_pi = T(6.0 * 0.044715 * 0.7978845608028654);
+  // The formula's constants, in double.
+  static constexpr double kSqrt2OverPi = 0.7978845608028654;          // sqrt(2 / pi)
+  static constexpr double kTwoLog2eSqrt2OverPi = 2.302208198144325;   // 2 log2(e) sqrt(2 / pi)
+  static constexpr double kCubic = 0.044715;
+  // What the evaluations multiply by, each product formed in double and rounded once to T, so that
+  // 2u log2(e) is x (a + b x^2) and the derivative's last factor c + d x^2: one multiply-add each,
+  // the constant products not evaluated per element.
+  static constexpr T two_log2e_sqrt_2_over_pi = T(kTwoLog2eSqrt2OverPi);                  // a
+  static constexpr T two_log2e_sqrt_2_over_pi_cubic = T(kTwoLog2eSqrt2OverPi * kCubic);   // b
+  static constexpr T two_sqrt_2_over_pi = T(2.0 * kSqrt2OverPi);                          // c
+  static constexpr T six_cubic_sqrt_2_over_pi = T(6.0 * kCubic * kSqrt2OverPi);           // d
   // Beyond this |x|, s is 0 or 1 to every precision we compute in (|2u| > 7e10), so the limits
   // are exact: gelu(x) = max(x, -0) and gelu'(x) = (x > 0). Taking them explicitly keeps +-Inf
   // and huge x from producing Inf * 0 = NaN through x^3.
