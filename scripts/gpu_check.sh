@@ -14,6 +14,9 @@
 # LAB_ARGS (the kernel lab's; default a short setting: 10 repetitions after 2 warm-ups),
 # TILES_LAB_ARGS (the cutlass tile configurations lab's, where the cutlass backend is built;
 # default the public shapes, 10 repetitions).
+# CMAKE_ARGS: further options for the configure step (e.g.
+# "-DEPIGEMM_CUTLASS_ROW_SUMS_TESTED_PER_TILE=ON"); an option once given stays in build-gpu's cache
+# until it is given again with another value.
 # TESTS_ONLY=1: the build, the tests, the demo and the sanitizers, without the benchmark and the lab.
 # DISPATCH_REFRESH=1: afterwards, regenerate src/backends/cublaslt/dispatch_table.inc from this
 # run's benchmark (scripts/make_dispatch_table.py), rebuild, run the dispatch and cublaslt/auto
@@ -86,7 +89,7 @@ if [ -d "$ROOT/.gtest-src" ]; then GTEST_ARG=(-DEPIGEMM_GTEST_SOURCE_DIR="$ROOT/
 # Only the GPU this runs on (sm_90a): half the CUDA compile time of the default 80;90a.
 # The cutlass tile lab exists where the cutlass backend is built (CUTLASS headers found).
 if ! { cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEPIGEMM_WITH_CUDA=ON \
-         -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90a}" "${GTEST_ARG[@]}" &&
+         -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90a}" "${GTEST_ARG[@]}" ${CMAKE_ARGS:-} &&
        if [ -n "$BENCH_TARGETS" ] && grep -q 'epigemm_cutlass_tiles_lab' "$BUILD/build.ninja"; then
          BENCH_TARGETS="$BENCH_TARGETS epigemm_cutlass_tiles_lab"; fi &&
        cmake --build "$BUILD" -j"$(nproc)" --target epigemm_tests epigemm_cli $BENCH_TARGETS; } > "$OUT/build.log" 2>&1; then

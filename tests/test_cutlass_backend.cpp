@@ -17,7 +17,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -802,7 +805,9 @@ TEST(CutlassBackend, ForwardKernelsOfEveryTileConfiguration) {
 // the reference with the harness's tolerances. For a configuration that the rule takes only on
 // calls the reference cannot check in a test's time (the 256 x 128 tile: gemm_k >= 8192 on 15
 // waves of tiles); the rule's choice of it is tested on the host (TileConfigDependsOnTheFamilyAndTheGrid).
-void run_kernel_and_check(epigemm_context_t ctx, const GemmCase& c, epigemm::cutlass_backend::TileConfig tile) {
+// `adjust` (if given) changes the drawn inputs before the call; the reference sees the same.
+void run_kernel_and_check(epigemm_context_t ctx, const GemmCase& c, epigemm::cutlass_backend::TileConfig tile,
+                          const std::function<void(Operands&)>& adjust = {}) {
   namespace cb = epigemm::cutlass_backend;
   SCOPED_TRACE(c.describe() + " on " + cb::tile_config_name(tile));
   const bool forward = !epigemm::epilogue_parts(c.epilogue, c.activation).backward();
@@ -812,6 +817,7 @@ void run_kernel_and_check(epigemm_context_t ctx, const GemmCase& c, epigemm::cut
   ASSERT_NE(kernel, nullptr);
   CaseRun run;
   run.before = Operands::make(c);
+  if (adjust) adjust(run.before);
   run.after = run.before;
   run.after.upload(c);
   const OperandViews v = OperandViews::of(c, run.after, EPIGEMM_MEMORY_DEVICE);
@@ -964,6 +970,49 @@ TEST(CutlassBackend, PingpongTilesWithAndWithoutSource) {
               tile);
         }
       }
+    }
+  }
+#endif
+}
+
+// The bias gradient of DACT_BGRAD adds only the columns inside gemm_n, and reads only the rows
+// inside gemm_m. TMA reads the operands past their last row as zeros, so the accumulator past the
+// problem's last column or row is a sum of products with 0: NaN where the other operand holds an
+// Inf. On every backward tile configuration, called directly, identity (g = acc), both dtypes:
+// - 136 x 200 x 72 (the last tile column partial on every tile width): A(5, 3) = +Inf and op(B)'s
+//   row 3 positive make row 5 of acc +Inf in every column, NaN in the columns past gemm_n; its
+//   bias gradient must be +Inf, not NaN (the columns past the end left out of the sum);
+// - 136 x 256 x 72 (every tile column full, the last tile row partial): op(B)(3, 7) = +Inf and A's
+//   column 3 positive make column 7 of acc +Inf in every row, NaN in the rows past gemm_m; every
+//   bias gradient must be +Inf (those rows' partials, in the padding, never read).
+TEST(CutlassBackend, RowSumsLeaveOutTheColumnsAndRowsPastTheEnd) {
+  Context ctx;
+  EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);
+#if defined(EPIGEMM_HAVE_CUTLASS_BACKEND_FOR_TESTS) && defined(EPIGEMM_TESTS_WITH_CUDA)
+  namespace cb = epigemm::cutlass_backend;
+  const double inf = std::numeric_limits<double>::infinity();
+  const int64_t m = 136, k = 72;
+  uint64_t index = 5800;
+  for (cb::TileConfig tile : {cb::TileConfig::cooperative_128x128x64, cb::TileConfig::pingpong_128x128x64,
+                              cb::TileConfig::cooperative_256x128x64_cluster_1x2,
+                              cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source,
+                              cb::TileConfig::cooperative_128x64x64_without_source}) {
+    for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
+      auto run_identity = [&](int64_t n, const std::function<void(Operands&)>& adjust) {
+        run_kernel_and_check(ctx,
+                             cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_IDENTITY, EPIGEMM_OP_N,
+                                          EPIGEMM_OP_N, dtype, m, n, k, index++),
+                             tile, adjust);
+      };
+      const int64_t partial_n = 200, full_n = 256;
+      run_identity(partial_n, [&](Operands& ops) {
+        ops.a.set(5, 3, inf);
+        for (int64_t j = 0; j < partial_n; ++j) ops.b.set(3, j, 0.25 + std::fabs(ops.b.get(3, j)));
+      });
+      run_identity(full_n, [&](Operands& ops) {
+        ops.b.set(3, 7, inf);
+        for (int64_t i = 0; i < m; ++i) ops.a.set(i, 3, 0.25 + std::fabs(ops.a.get(i, 3)));
+      });
     }
   }
 #endif

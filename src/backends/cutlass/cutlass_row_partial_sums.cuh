@@ -14,6 +14,18 @@
 // (round_nearest(M, CTA_M), ceil_div(N, CTA_N), L)"): the partial of row i over tile column t is at
 // i + t * rows_padded, rows_padded = gemm_m rounded up to the tile's M extent. Included by the
 // kernel translation units only (via cutlass_gemm.cuh).
+//
+// CUTLASS's column reduction tests every element's coordinates against the problem's bounds
+// before it adds it (two compares and a predicate per element, where the short-k data gradients'
+// epilogue is bound by its instruction stream). RowPartialSumsTestedPerTile below makes that test
+// once per tile: on a tile whose columns all lie inside gemm_n it adds without the per-element
+// test, elsewhere CUTLASS's tested add runs. A tile's rows past gemm_m are then added too, into the
+// padding rows of the partials (rows_padded), which nothing reads; its columns past gemm_n must not
+// be: TMA reads the operands' out-of-bounds rows as zeros, and a product with 0 is NaN where the
+// other operand holds an Inf. Every partial that is read gets the same terms in the same order
+// either way, so the results keep their bits. Which of the two the kernels use is the build's
+// choice (EPIGEMM_CUTLASS_ROW_SUMS_TESTED_PER_TILE, docs/dev/cutlass_backend.md, "The row sums'
+// bounds check").
 #pragma once
 
 #include <cuda_runtime.h>
@@ -62,8 +74,76 @@ inline RowPartials row_partials_of(int64_t gemm_m, int64_t gemm_n, int64_t tile_
 
 namespace cutlass::epilogue::fusion {
 
+// CUTLASS's column reduction as the row sums use it: per row of the tile, the sum over its columns
+// of the fp32 g, written as per-tile partials (no final reduction: add_row_partials_kernel does
+// it), every element tested against the problem's bounds.
+template <class CtaTileShapeMNK>
+using RowPartialSumsTestedPerElement =
+    Sm90ColReduction<plus, plus, plus, /*Stages=*/0, CtaTileShapeMNK, /*ElementOutput=*/float,
+                     /*ElementCompute=*/float, FloatRoundStyle::round_to_nearest, Stride<_1, _0, int64_t>,
+                     /*Alignment=*/4, /*EnableNullptr=*/true, /*FinalReduction=*/false, /*VisitCheckOOB=*/true>;
+
+// The same reduction with the bounds tested once per tile (the comment at the top of this file).
+// Only the per-element add (visit) differs; the warp, shared-memory and global steps of the
+// reduction are CUTLASS's.
+template <class CtaTileShapeMNK>
+struct RowPartialSumsTestedPerTile : RowPartialSumsTestedPerElement<CtaTileShapeMNK> {
+  using TestedPerElement = RowPartialSumsTestedPerElement<CtaTileShapeMNK>;
+  using TestedPerElement::TestedPerElement;
+
+  template <class ArgsTuple>
+  struct ConsumerStoreCallbacks : TestedPerElement::template ConsumerStoreCallbacks<ArgsTuple> {
+    using Tested = typename TestedPerElement::template ConsumerStoreCallbacks<ArgsTuple>;
+
+    CUTLASS_DEVICE
+    ConsumerStoreCallbacks(Tested&& tested, bool columns_inside)
+        : Tested(cute::move(tested)), columns_inside(columns_inside) {}
+
+    // Every column of this tile is < gemm_n.
+    bool columns_inside;
+
+    template <typename ElementAccumulator, typename ElementInput, int FragmentSize>
+    CUTLASS_DEVICE auto visit(Array<ElementAccumulator, FragmentSize> const& frg_acc, int epi_v, int epi_m,
+                              int epi_n, Array<ElementInput, FragmentSize> const& frg_input) {
+      if (!columns_inside) {
+        return Tested::visit(frg_acc, epi_v, epi_m, epi_n, frg_input);
+      }
+      if (this->params.ptr_col == nullptr) {  // no row sums in this call (EnableNullptr)
+        return frg_input;
+      }
+      // The tuple's second element is the thread's fp32 partials (tCrCol in CUTLASS's visit).
+      Tensor partials_mn = get<1>(this->args_tuple)(_, _, _, epi_m, epi_n);
+      NumericArrayConverter<float, ElementInput, FragmentSize, FloatRoundStyle::round_to_nearest> convert_input{};
+      plus<float> add{};
+      Array<float, FragmentSize> const g = convert_input(frg_input);
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < FragmentSize; ++i) {
+        float& partial = partials_mn(epi_v * FragmentSize + i);
+        partial = add(partial, g[i]);
+      }
+      return frg_input;
+    }
+  };
+
+  template <bool ReferenceSrc, class... Args>
+  CUTLASS_DEVICE auto get_consumer_store_callbacks(ConsumerStoreArgs<Args...> const& args) {
+    auto tested = TestedPerElement::template get_consumer_store_callbacks<ReferenceSrc>(args);
+    // residue_cD = (gemm_m, gemm_n) minus the tile's first coordinate.
+    const bool columns_inside = get<1>(args.residue_cD) >= get<1>(args.tile_shape_mnk);
+    return ConsumerStoreCallbacks<decltype(tested.args_tuple)>(cute::move(tested), columns_inside);
+  }
+};
+
+#ifndef EPIGEMM_CUTLASS_ROW_SUMS_TESTED_PER_TILE
+#define EPIGEMM_CUTLASS_ROW_SUMS_TESTED_PER_TILE 0
+#endif
+template <class CtaTileShapeMNK>
+using RowPartialSums = cute::conditional_t<EPIGEMM_CUTLASS_ROW_SUMS_TESTED_PER_TILE != 0,
+                                           RowPartialSumsTestedPerTile<CtaTileShapeMNK>,
+                                           RowPartialSumsTestedPerElement<CtaTileShapeMNK>>;
+
 // The visitor tree of DeEltActRowPartialSums: CUTLASS's Sm90LinCombDeEltActDePerRowBias with the
-// column-vector reduction writing fp32 partials (FinalReduction = false) to partials_ptr.
+// column-vector reduction (RowPartialSums) writing fp32 partials to partials_ptr.
 template <int StagesC, int StagesD, int FragmentSize, bool ReuseSmemC, bool DelayTmaStore, class GmemLayoutTagAux,
           template <class> class ActivationFn, class ElementOutput, class ElementAux, class ElementSource,
           class CtaTileShapeMNK, class EpilogueTile, class SmemLayoutAtom, class CopyOpS2R>
@@ -72,18 +152,14 @@ struct FusionCallbacks<epilogue::Sm90TmaWarpSpecialized<StagesC, StagesD, Fragme
                                                                         ElementAux, ElementSource>,
                        CtaTileShapeMNK, EpilogueTile, SmemLayoutAtom, CopyOpS2R>
     : Sm90EVT<Sm90Compute<cutlass::epilogue::thread::Identity, ElementOutput, float, FloatRoundStyle::round_to_nearest>,
-              Sm90EVT<Sm90ColReduction<plus, plus, plus, 0, CtaTileShapeMNK, /*ElementOutput=*/float,
-                                       /*ElementCompute=*/float, FloatRoundStyle::round_to_nearest,
-                                       Stride<_1, _0, int64_t>, /*Alignment=*/4, /*EnableNullptr=*/true,
-                                       /*FinalReduction=*/false>,
+              Sm90EVT<RowPartialSums<CtaTileShapeMNK>,
                       Sm90LinCombDeEltAct<CtaTileShapeMNK, EpilogueTile, StagesC,
                                           cutlass::gemm::TagToStrideC_t<GmemLayoutTagAux>, SmemLayoutAtom, CopyOpS2R,
                                           ActivationFn, /*ElementOutput=*/float, /*ElementCompute=*/float, ElementAux,
                                           ElementSource, /*ElementScalar=*/float>>> {
   using Impl =
       Sm90EVT<Sm90Compute<cutlass::epilogue::thread::Identity, ElementOutput, float, FloatRoundStyle::round_to_nearest>,
-              Sm90EVT<Sm90ColReduction<plus, plus, plus, 0, CtaTileShapeMNK, float, float,
-                                       FloatRoundStyle::round_to_nearest, Stride<_1, _0, int64_t>, 4, true, false>,
+              Sm90EVT<RowPartialSums<CtaTileShapeMNK>,
                       Sm90LinCombDeEltAct<CtaTileShapeMNK, EpilogueTile, StagesC,
                                           cutlass::gemm::TagToStrideC_t<GmemLayoutTagAux>, SmemLayoutAtom, CopyOpS2R,
                                           ActivationFn, float, float, ElementAux, ElementSource, float>>>;
