@@ -60,15 +60,16 @@ inline float load_element(const void* data, epigemm_dtype_t dtype, int64_t index
   switch (dtype) {
     case EPIGEMM_DTYPE_BF16: return bf16_bits_to_float(static_cast<const uint16_t*>(data)[index]);
     case EPIGEMM_DTYPE_F16: return fp16_bits_to_float(static_cast<const uint16_t*>(data)[index]);
-    default: return static_cast<const float*>(data)[index];
+    case EPIGEMM_DTYPE_F32: return static_cast<const float*>(data)[index];
   }
+  return NAN;  // not reached: the tool uses the three dtypes above only
 }
 
 inline void store_element(void* data, epigemm_dtype_t dtype, int64_t index, float value) {
   switch (dtype) {
     case EPIGEMM_DTYPE_BF16: static_cast<uint16_t*>(data)[index] = float_to_bf16_bits(value); break;
     case EPIGEMM_DTYPE_F16: static_cast<uint16_t*>(data)[index] = float_to_fp16_bits(value); break;
-    default: static_cast<float*>(data)[index] = value; break;
+    case EPIGEMM_DTYPE_F32: static_cast<float*>(data)[index] = value; break;
   }
 }
 
@@ -77,8 +78,9 @@ inline float round_to(epigemm_dtype_t dtype, float value) {
   switch (dtype) {
     case EPIGEMM_DTYPE_BF16: return bf16_bits_to_float(float_to_bf16_bits(value));
     case EPIGEMM_DTYPE_F16: return fp16_bits_to_float(float_to_fp16_bits(value));
-    default: return value;
+    case EPIGEMM_DTYPE_F32: return value;
   }
+  return value;  // not reached, as above
 }
 
 }  // namespace epigemm_cli
