@@ -188,21 +188,59 @@ TEST(CutlassSupport, AcceptsItsKernelsAndDeclinesTheRestWithTheReason) {
                     host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX, EPIGEMM_ACTIVATION_IDENTITY, N, N, 64, 64, 64),
                     "instantiated for TN (fprop) only"});
   probes.push_back({"gemm_k = 0", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 0), "empty"});
+  // Below TMA's alignment: declined with TMA's rule, or with the kernels of EPIGEMM_CUTLASS_UNALIGNED
+  // run by them (D, aux and the bias from the registers; A and B through cp.async at 4 bytes) or
+  // declined with the rule of those.
+  namespace cb = epigemm::cutlass_backend;
+  const bool unaligned = cb::kUnalignedKernelsBuilt;
   probes.push_back({"gemm_m = 17 (D's contiguous extent)",
-                    host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 17, 64, 64), "gemm_m = 17"});
+                    host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 17, 64, 64),
+                    unaligned ? nullptr : "gemm_m = 17"});
   probes.push_back({"gemm_k = 60 (A's contiguous extent in TN)",
-                    host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 60), "gemm_k = 60"});
-  Probe misaligned{"A misaligned", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 64),
-                   "not 16-byte aligned"};
+                    host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 60),
+                    unaligned ? nullptr : "gemm_k = 60"});
+  probes.push_back({"gemm_k = 61 (A's contiguous extent in TN)",
+                    host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 61),
+                    unaligned ? "gemm_k = 61 is odd" : "gemm_k = 61"});
+  Probe misaligned{"A misaligned by 2 bytes", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 64),
+                   unaligned ? "not 4-byte aligned" : "not 16-byte aligned"};
   misaligned.call.a.data = static_cast<char*>(misaligned.call.a.data) + 2;
   probes.push_back(misaligned);
-  Probe odd_ld{"ld_d = 68", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 64), "multiple of 16 bytes"};
+  Probe misaligned_by_4{"B misaligned by 4 bytes", host_probe_call(EPIGEMM_EPILOGUE_BIAS, gelu, N, T, 64, 64, 64),
+                        unaligned ? nullptr : "not 16-byte aligned"};
+  misaligned_by_4.call.b.data = static_cast<char*>(misaligned_by_4.call.b.data) + 4;
+  probes.push_back(misaligned_by_4);
+  Probe odd_ld_a{"ld_a = 67", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, N, N, 64, 64, 64),
+                 unaligned ? "the cp.async loads 4" : "multiple of 16 bytes"};
+  odd_ld_a.call.a.ld = 67;
+  probes.push_back(odd_ld_a);
+  Probe odd_ld{"ld_d = 68", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 64),
+               unaligned ? nullptr : "multiple of 16 bytes"};
   odd_ld.call.d.ld = 68;
   probes.push_back(odd_ld);
+  Probe odd_ld_aux{"ld_aux = 67, ACT_AUX_BIAS(gelu_erf)",
+                   host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_ERF, T, N, 64, 64, 64),
+                   unaligned ? nullptr : "multiple of 16 bytes"};
+  odd_ld_aux.call.aux.ld = 67;
+  probes.push_back(odd_ld_aux);
+  Probe d_odd_address{"D at an odd address", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 64),
+                      unaligned ? "not aligned to its 2-byte elements" : "not 16-byte aligned"};
+  d_odd_address.call.d.data = static_cast<char*>(d_odd_address.call.d.data) + 1;
+  probes.push_back(d_odd_address);
+  Probe backward_odd_ld{"ld_d = 68, DACT_BGRAD(silu)",
+                        host_probe_call(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_SILU, N, N, 64, 64, 64),
+                        "multiple of 16 bytes"};
+  backward_odd_ld.call.d.ld = 68;
+  probes.push_back(backward_odd_ld);
   Probe bias_misaligned{"bias misaligned", host_probe_call(EPIGEMM_EPILOGUE_BIAS, gelu, T, N, 64, 64, 64),
-                        "not 16-byte aligned"};
+                        unaligned ? nullptr : "not 16-byte aligned"};
   bias_misaligned.call.bias.data = static_cast<char*>(bias_misaligned.call.bias.data) + 8;
   probes.push_back(bias_misaligned);
+  Probe bias_grad_misaligned{"bias_grad misaligned",
+                             host_probe_call(EPIGEMM_EPILOGUE_DACT_BGRAD, gelu, N, N, 64, 64, 64),
+                             "not 16-byte aligned"};
+  bias_grad_misaligned.call.bias_grad.data = static_cast<char*>(bias_grad_misaligned.call.bias_grad.data) + 8;
+  probes.push_back(bias_grad_misaligned);
   Probe f32_d{"D f32", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 64), "D in the input dtype"};
   f32_d.call.d.dtype = EPIGEMM_DTYPE_F32;
   probes.push_back(f32_d);
@@ -278,7 +316,9 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
                               cb::TileConfig::pingpong_128x128x64_without_source,
                               cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source,
                               cb::TileConfig::pingpong_64x128x64_without_source,
-                              cb::TileConfig::cooperative_128x64x64_without_source}) {
+                              cb::TileConfig::cooperative_128x64x64_without_source,
+                              cb::TileConfig::pingpong_128x128x64_direct_store,
+                              cb::TileConfig::cooperative_128x128x64_cp_async_direct_store}) {
     const std::string config = cb::tile_config_name(tile);
     const bool bias_family = cb::instantiated_in(KernelFamily::linear_combination_bias, tile);
     const bool forward_family = cb::instantiated_in(KernelFamily::forward_activation_aux, tile);
@@ -330,8 +370,10 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
   // two: 10 forward + 10 backward, and without a source (beta = 0): 10 forward; the two ping-pong
   // 128 x 128 forward tiles, the ping-pong 64 x 128 and the cooperative 128 x 64 tiles without a
   // source: 10 forward each; the ping-pong 128 x 128 tile with the 64 x 64 subtile and the
-  // cooperative 128 x 64 tile, both without a source, also 10 backward each.
-  EXPECT_EQ(found, 158);
+  // cooperative 128 x 64 tile, both without a source, also 10 backward each. With
+  // EPIGEMM_CUTLASS_UNALIGNED, the two direct-store tiles: 8 linear_combination_bias + 10 forward
+  // each.
+  EXPECT_EQ(found, 158 + (cb::kUnalignedKernelsBuilt ? 36 : 0));
 }
 
 // A kernel without a source (no shared memory for D's old values) refuses a call with beta != 0,
@@ -717,6 +759,63 @@ TEST(CutlassBackend, EveryKernelOnShapesNotMultiplesOfTheTile) {
     }
     index += 100;
   }
+}
+
+// The kernels for matrices that TMA cannot move (built with EPIGEMM_CUTLASS_UNALIGNED; SKIP
+// without them): DEFAULT and BIAS in the four layouts and every forward activation epilogue, in both
+// dtypes, each as given and with alpha = -0.75, beta = 0.5 (D's old values read element by element):
+//   - TMA loads, D and aux stored from the registers: leading dimensions of D and aux that are odd
+//     (ldd 139, ldaux 141) on 136 x 200 x 72 (one full tile and 8 rows; 200 columns; one full
+//     64-deep slice and 8), and on the fprop layout gemm_m = 137, D's contiguous extent odd;
+//   - A and B loaded by cp.async in 4-byte pieces: 134 x 198 x 70 (every extent even and none a
+//     multiple of 8, so no layout's A or B has a 16-byte stride or extent);
+//   - grids of more tiles than the H200 has SMs (the persistent loop), the fprop layout's
+//     ACT_AUX_BIAS(gelu_erf) and DEFAULT: 2001 x 1100 x 72 (16 x 9 tiles, D's rows 2-byte aligned
+//     as a GPT-2 output layer's 50257 outputs leave them) and 1022 x 3001 x 70 (8 x 24 tiles,
+//     every matrix 4-byte aligned as a layer of 1022 inputs and 4094 outputs leaves them).
+TEST(CutlassBackend, UnalignedMatricesThroughTheRegisters) {
+  Context ctx;
+  EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);
+#if !(defined(EPIGEMM_CUTLASS_UNALIGNED) && EPIGEMM_CUTLASS_UNALIGNED)
+  GTEST_SKIP() << "the cutlass backend was built without its kernels for unaligned matrices "
+                  "(CMake option EPIGEMM_CUTLASS_UNALIGNED=OFF)";
+#else
+  const epigemm_op_t N = EPIGEMM_OP_N, T = EPIGEMM_OP_T;
+  uint64_t index = 5000;
+  auto forward_kernels = [&](epigemm_dtype_t dtype, int64_t m, int64_t n, int64_t k) {
+    std::vector<GemmCase> cases;
+    for (const GemmCase& c : every_kernel(dtype, m, n, k, index)) {
+      if (c.epilogue != EPIGEMM_EPILOGUE_DACT && c.epilogue != EPIGEMM_EPILOGUE_DACT_BGRAD) cases.push_back(c);
+    }
+    index += 100;
+    return cases;
+  };
+  auto run_as_given_and_accumulating = [&](GemmCase c) {
+    run_on_cutlass_and_check(ctx, c);
+    c.alpha = -0.75f;
+    c.beta = 0.5f;
+    c.seed = case_seed("cutlass_unaligned_accumulate", c.seed);
+    run_on_cutlass_and_check(ctx, c);
+  };
+  for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
+    for (GemmCase c : forward_kernels(dtype, 136, 200, 72)) {
+      c.ldd = 139;
+      if (c.has_aux()) c.ldaux = 141;
+      run_as_given_and_accumulating(c);
+    }
+    for (const GemmCase& c : forward_kernels(dtype, 137, 200, 72)) {
+      if (c.transa == T && c.transb == N) run_as_given_and_accumulating(c);
+    }
+    for (const GemmCase& c : forward_kernels(dtype, 134, 198, 70)) run_as_given_and_accumulating(c);
+  }
+  const int64_t large[][3] = {{2001, 1100, 72}, {1022, 3001, 70}};
+  for (const auto& shape : large) {
+    for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_ACT_AUX_BIAS}) {
+      run_on_cutlass_and_check(ctx, cutlass_case(e, EPIGEMM_ACTIVATION_GELU_ERF, T, N, EPIGEMM_DTYPE_BF16, shape[0],
+                                                 shape[1], shape[2], index++));
+    }
+  }
+#endif
 }
 
 // 2 x 1 output tiles on a device of 132 SMs: most CTAs of the persistent grid get no tile.

@@ -15,7 +15,10 @@
 // misaligned address or stride fails inside CUTLASS with a message on stderr and a bad descriptor.
 // TMA needs 16-byte aligned base addresses, strides that are multiples of 16 bytes (and below
 // 2^40 bytes); CUTLASS needs the contiguous extent of each operand to be a multiple of its 16-byte
-// access (8 elements of a 16-bit type) and the problem extents to fit an int.
+// access (8 elements of a 16-bit type) and the problem extents to fit an int. Built with
+// EPIGEMM_CUTLASS_UNALIGNED, DEFAULT, BIAS and the forward activation epilogues also run where D,
+// aux or the bias break those rules (stored from the registers) and where A or B do but are 4-byte
+// aligned with even strides and contiguous extents (loaded by cp.async): matrix_movement_of.
 #include <cuda_runtime.h>
 
 #include <array>
@@ -53,9 +56,10 @@ std::string address_text(const void* p) {
 
 bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kAlignmentBytes == 0; }
 
-// The kernel family that computes a call's epilogue, from its parts; nullptr with the reason when
-// none does. layout and dtype select the instantiation.
-const Kernel* kernel_for(const GemmCall& call, const DeviceFacts& device, std::string* why_not) {
+// The kernel family that computes a call's epilogue, from its parts, and its kernel where TMA moves
+// the matrices; nullptr with the reason when none does. layout and dtype select the instantiation.
+const Kernel* family_kernel_for(const GemmCall& call, const DeviceFacts& device, cutlass_backend::KernelFamily* family,
+                                std::string* why_not) {
   const EpilogueParts parts = call.parts();
   const OperandLayout layout = cutlass_backend::operand_layout(call);
   using cutlass_backend::KernelFamily;
@@ -74,6 +78,7 @@ const Kernel* kernel_for(const GemmCall& call, const DeviceFacts& device, std::s
   const Kernel* kernel = nullptr;
   switch (parts.direction) {
     case Direction::backward:
+      *family = KernelFamily::backward_activation_bgrad;
       kernel = cutlass_backend::find_kernel(KernelFamily::backward_activation_bgrad,
                                             tile_config_for(KernelFamily::backward_activation_bgrad, call, device),
                                             call.d.dtype, layout, parts.activation);
@@ -83,12 +88,14 @@ const Kernel* kernel_for(const GemmCall& call, const DeviceFacts& device, std::s
       return kernel;
     case Direction::forward:
       if (parts.activation == EPIGEMM_ACTIVATION_IDENTITY && !parts.uses_aux()) {
+        *family = KernelFamily::linear_combination_bias;
         kernel = cutlass_backend::find_kernel(KernelFamily::linear_combination_bias,
                                               tile_config_for(KernelFamily::linear_combination_bias, call, device),
                                               call.d.dtype, layout, parts.activation);
         if (kernel == nullptr) *why_not = label() + " with transa/transb " + layout_name + ": not instantiated";
         return kernel;
       }
+      *family = KernelFamily::forward_activation_aux;
       kernel = cutlass_backend::find_kernel(KernelFamily::forward_activation_aux,
                                             tile_config_for(KernelFamily::forward_activation_aux, call, device),
                                             call.d.dtype, layout, parts.activation);
@@ -115,25 +122,25 @@ std::string main_dtype_rule_broken(const GemmCall& call) {
   return {};
 }
 
-// The dtype of the side operands and the alignment and extent rules of every operand (file
-// comment); empty when all hold.
-std::string operand_rule_broken(const GemmCall& call) {
+// The bias and the bias gradient of a call, where present.
+struct VectorOperand {
+  bool present;
+  const Vector& vector;
+  const char* name;
+};
+std::array<VectorOperand, 2> vector_operands(const GemmCall& call) {
+  return {VectorOperand{call.has_bias, call.bias, call.names.bias},
+          VectorOperand{call.has_bias_grad, call.bias_grad, call.names.bias_grad}};
+}
+
+// The dtypes of the side operands and the extents' int range; empty when they hold.
+std::string side_operand_rule_broken(const GemmCall& call) {
   const OperandNames& n = call.names;
   const epigemm_dtype_t dtype = call.a.dtype;
-  struct VectorOperand {
-    bool present;
-    const Vector& vector;
-    const char* name;
-  };
-  for (const VectorOperand& v : {VectorOperand{call.has_bias, call.bias, n.bias},
-                                 VectorOperand{call.has_bias_grad, call.bias_grad, n.bias_grad}}) {
-    if (!v.present) continue;
-    if (v.vector.dtype != dtype) {
+  for (const VectorOperand& v : vector_operands(call)) {
+    if (v.present && v.vector.dtype != dtype) {
       return std::string(v.name) + " is " + dtype_name(v.vector.dtype) + "; instantiated: D's dtype " +
              dtype_name(dtype);
-    }
-    if (!aligned(v.vector.data)) {
-      return std::string(v.name) + " is at " + address_text(v.vector.data) + ": not 16-byte aligned";
     }
   }
   if (call.has_aux && call.aux.dtype != dtype) {
@@ -145,46 +152,172 @@ std::string operand_rule_broken(const GemmCall& call) {
            std::to_string(call.gemm_k) + ": CUTLASS's problem shape holds each in an int (at most " +
            std::to_string(kIntMax) + ")";
   }
-  // Each matrix with the extent of its contiguous dimension (what CUTLASS loads in 16-byte pieces):
-  // A: gemm_k when transa = T (row-major m x k), else gemm_m; B: gemm_n when transb = T, else
-  // gemm_k; D and aux: gemm_m (column-major).
-  struct MatrixOperand {
-    bool present;
-    const Matrix& matrix;
-    const char* name;
-    int64_t contiguous_extent;
-    const char* contiguous_name;
-  };
+  return {};
+}
+
+// A matrix of the call with the extent of its contiguous dimension (what CUTLASS loads in 16-byte
+// pieces): A: gemm_k when transa = T (row-major m x k), else gemm_m; B: gemm_n when transb = T, else
+// gemm_k; D and aux: gemm_m (column-major).
+struct MatrixOperand {
+  bool present;
+  const Matrix& matrix;
+  const char* name;
+  int64_t contiguous_extent;
+  const char* contiguous_name;
+};
+
+// TMA's rules for a matrix (file comment); empty when it keeps them.
+std::string tma_rule_broken(const MatrixOperand& m, int64_t element_bytes) {
+  if (!aligned(m.matrix.data)) {
+    return std::string(m.name) + " is at " + address_text(m.matrix.data) + ": not 16-byte aligned";
+  }
+  const int64_t stride_bytes = m.matrix.ld * element_bytes;
+  if (stride_bytes % int64_t(kAlignmentBytes) != 0) {
+    return std::string(m.name) + " has leading dimension " + std::to_string(m.matrix.ld) + " (" +
+           std::to_string(stride_bytes) + " bytes); TMA needs a multiple of 16 bytes";
+  }
+  if (stride_bytes >= kMaxTmaStrideBytes) {
+    return std::string(m.name) + " has leading dimension " + std::to_string(m.matrix.ld) +
+           "; TMA needs a stride below 2^40 bytes";
+  }
+  const int64_t elements_per_access = int64_t(kAlignmentBytes) / element_bytes;
+  if (m.contiguous_extent % elements_per_access != 0) {
+    return std::string(m.name) + "'s contiguous extent " + m.contiguous_name + " = " +
+           std::to_string(m.contiguous_extent) + " is not a multiple of " + std::to_string(elements_per_access) +
+           " (16 bytes), which CUTLASS needs";
+  }
+  return {};
+}
+
+// The rules of the cp.async loads of A and B in 4-byte pieces, where TMA cannot load them; empty when
+// the matrix keeps them.
+std::string cp_async_rule_broken(const MatrixOperand& m, int64_t element_bytes) {
+  constexpr int64_t kPieceBytes = 4;
+  if (reinterpret_cast<uintptr_t>(m.matrix.data) % kPieceBytes != 0) {
+    return std::string(m.name) + " is at " + address_text(m.matrix.data) +
+           ": not 4-byte aligned (TMA needs 16 bytes, the cp.async loads 4)";
+  }
+  const int64_t stride_bytes = m.matrix.ld * element_bytes;
+  if (stride_bytes % kPieceBytes != 0) {
+    return std::string(m.name) + " has leading dimension " + std::to_string(m.matrix.ld) + " (" +
+           std::to_string(stride_bytes) + " bytes); TMA needs a multiple of 16 bytes, the cp.async loads 4";
+  }
+  if (m.contiguous_extent * element_bytes % kPieceBytes != 0) {
+    return std::string(m.name) + "'s contiguous extent " + m.contiguous_name + " = " +
+           std::to_string(m.contiguous_extent) + " is odd; the cp.async loads of 4 bytes need it even (TMA: a "
+           "multiple of 8)";
+  }
+  return {};
+}
+
+// How the kernel can move the call's matrices (cutlass_tile_config.hpp, MatrixMovement), or why no
+// kernel can: TMA where every matrix keeps its rules and the bias and bias gradient are 16-byte
+// aligned (their vector loads and stores); otherwise, with the kernels of EPIGEMM_CUTLASS_UNALIGNED,
+// D, aux and the bias from the registers (any address of their element type), and A and B through
+// TMA where they keep its rules, else through cp.async.
+struct Movement {
+  bool possible = true;
+  cutlass_backend::MatrixMovement kind = cutlass_backend::MatrixMovement::tma;
+  std::string why_not;      // !possible: the rule broken
+  std::string why_not_tma;  // kind != tma: the first TMA rule broken (for the families without such kernels)
+};
+
+Movement matrix_movement_of(const GemmCall& call) {
+  using cutlass_backend::MatrixMovement;
+  const OperandNames& n = call.names;
+  const int64_t element_bytes = int64_t(dtype_size(call.a.dtype));
   const bool a_t = call.transa == EPIGEMM_OP_T, b_t = call.transb == EPIGEMM_OP_T;
-  const MatrixOperand matrices[] = {
+  const MatrixOperand loaded[] = {
       {true, call.a, n.a, a_t ? call.gemm_k : call.gemm_m, a_t ? "gemm_k" : "gemm_m"},
       {true, call.b, n.b, b_t ? call.gemm_n : call.gemm_k, b_t ? "gemm_n" : "gemm_k"},
+  };
+  const MatrixOperand stored[] = {
       {true, call.d, n.d, call.gemm_m, "gemm_m"},
       {call.has_aux, call.aux, n.aux, call.gemm_m, "gemm_m"},
   };
-  const int64_t element_bytes = int64_t(dtype_size(dtype));
-  const int64_t elements_per_access = int64_t(kAlignmentBytes) / element_bytes;
-  for (const MatrixOperand& m : matrices) {
-    if (!m.present) continue;
-    if (!aligned(m.matrix.data)) {
-      return std::string(m.name) + " is at " + address_text(m.matrix.data) + ": not 16-byte aligned";
-    }
-    const int64_t stride_bytes = m.matrix.ld * element_bytes;
-    if (stride_bytes % int64_t(kAlignmentBytes) != 0) {
-      return std::string(m.name) + " has leading dimension " + std::to_string(m.matrix.ld) + " (" +
-             std::to_string(stride_bytes) + " bytes); TMA needs a multiple of 16 bytes";
-    }
-    if (stride_bytes >= kMaxTmaStrideBytes) {
-      return std::string(m.name) + " has leading dimension " + std::to_string(m.matrix.ld) +
-             "; TMA needs a stride below 2^40 bytes";
-    }
-    if (m.contiguous_extent % elements_per_access != 0) {
-      return std::string(m.name) + "'s contiguous extent " + m.contiguous_name + " = " +
-             std::to_string(m.contiguous_extent) + " is not a multiple of " + std::to_string(elements_per_access) +
-             " (16 bytes), which CUTLASS needs";
+  // The first TMA rule broken, in the order the messages have always named them: the vectors, then
+  // A, B, D and aux.
+  Movement movement;
+  bool loads_by_tma = true;
+  for (const VectorOperand& v : vector_operands(call)) {
+    if (v.present && !aligned(v.vector.data) && movement.why_not_tma.empty()) {
+      movement.why_not_tma =
+          std::string(v.name) + " is at " + address_text(v.vector.data) + ": not 16-byte aligned";
     }
   }
-  return {};
+  for (const MatrixOperand& m : loaded) {
+    std::string broken = tma_rule_broken(m, element_bytes);
+    if (broken.empty()) continue;
+    loads_by_tma = false;
+    if (movement.why_not_tma.empty()) movement.why_not_tma = std::move(broken);
+  }
+  for (const MatrixOperand& m : stored) {
+    if (!m.present || !movement.why_not_tma.empty()) continue;
+    movement.why_not_tma = tma_rule_broken(m, element_bytes);
+  }
+  if (movement.why_not_tma.empty()) return movement;  // TMA
+  if (!cutlass_backend::kUnalignedKernelsBuilt) {
+    movement.possible = false;
+    movement.why_not = movement.why_not_tma;
+    return movement;
+  }
+  // From the registers: D, aux and the bias at any address of their element type (a bias gradient
+  // exists only where the kernels read aux through TMA: the family declines it).
+  auto element_misaligned = [&](const void* data, const char* name) {
+    if (reinterpret_cast<uintptr_t>(data) % uintptr_t(element_bytes) == 0) return false;
+    movement.possible = false;
+    movement.why_not = std::string(name) + " is at " + address_text(data) + ": not aligned to its " +
+                       std::to_string(element_bytes) + "-byte elements";
+    return true;
+  };
+  for (const MatrixOperand& m : stored) {
+    if (m.present && element_misaligned(m.matrix.data, m.name)) return movement;
+  }
+  if (call.has_bias && element_misaligned(call.bias.data, n.bias)) return movement;
+  if (loads_by_tma) {
+    movement.kind = MatrixMovement::tma_loads_register_stores;
+    return movement;
+  }
+  for (const MatrixOperand& m : loaded) {
+    std::string broken = cp_async_rule_broken(m, element_bytes);
+    if (!broken.empty()) {
+      movement.possible = false;
+      movement.why_not = std::move(broken);
+      return movement;
+    }
+  }
+  movement.kind = MatrixMovement::cp_async_loads_register_stores;
+  return movement;
+}
+
+// The kernel that runs the call: its family's, with the tile the rule picks for the way its matrices
+// can be moved; nullptr with the reason where none. The first reason that applies is the one that
+// says most: the epilogue and layout, then the side operands, then the matrices' alignment.
+const Kernel* kernel_for(const GemmCall& call, const DeviceFacts& device, std::string* why_not) {
+  cutlass_backend::KernelFamily family{};
+  const Kernel* kernel = family_kernel_for(call, device, &family, why_not);
+  if (kernel == nullptr) return nullptr;
+  std::string broken = side_operand_rule_broken(call);
+  if (!broken.empty()) {
+    *why_not = std::move(broken);
+    return nullptr;
+  }
+  Movement movement = matrix_movement_of(call);
+  if (!movement.possible) {
+    *why_not = std::move(movement.why_not);
+    return nullptr;
+  }
+  switch (movement.kind) {
+    case cutlass_backend::MatrixMovement::tma: return kernel;
+    case cutlass_backend::MatrixMovement::tma_loads_register_stores:
+    case cutlass_backend::MatrixMovement::cp_async_loads_register_stores: break;
+  }
+  kernel = cutlass_backend::find_kernel(family, cutlass_backend::tile_config_for(family, call, device, movement.kind),
+                                        call.d.dtype, cutlass_backend::operand_layout(call), call.parts().activation);
+  if (kernel == nullptr) {
+    *why_not = movement.why_not_tma + " (this epilogue's kernels need TMA)";
+  }
+  return kernel;
 }
 
 // What a prepared launch (cutlass_kernels.hpp) was made from: the kernel (dtype, layout, family,
@@ -317,8 +450,6 @@ Support CutlassBackend::supports(const GemmCall& call) const {
   std::string why_not;
   const Kernel* kernel = kernel_for(call, device_, &why_not);
   if (kernel == nullptr) return Support::no(why_not);
-  const std::string broken = operand_rule_broken(call);
-  if (!broken.empty()) return Support::no(broken);
   if (prepared_for(kernel, call) != nullptr) return Support::yes();
   const Status can = kernel->check_can_implement(call, device_, tile_order_of(kernel, call));
   if (!can.ok()) return Support::no(can.message());
@@ -373,6 +504,11 @@ template <KernelFamily family>
 const Kernel* kernel_in_family(TileConfig tile, epigemm_dtype_t dtype, OperandLayout layout,
                                epigemm_activation_t activation) {
   switch (tile) {
+    case TileConfig::pingpong_128x128x64_direct_store:
+      return kernel_if_instantiated<family, TileConfig::pingpong_128x128x64_direct_store>(dtype, layout, activation);
+    case TileConfig::cooperative_128x128x64_cp_async_direct_store:
+      return kernel_if_instantiated<family, TileConfig::cooperative_128x128x64_cp_async_direct_store>(dtype, layout,
+                                                                                                        activation);
     case TileConfig::cooperative_128x128x64:
       return kernel_if_instantiated<family, TileConfig::cooperative_128x128x64>(dtype, layout, activation);
     case TileConfig::pingpong_128x128x64:

@@ -20,6 +20,9 @@
 //                              summed in fp32 from the unrounded g: each tile writes its partial
 //                              row sums to the workspace, then a kernel of its own adds them in
 //                              tile order (no atomics: deterministic for a fixed tile shape).
+// The first two also run with the epilogue of cutlass_direct_store_epilogue.cuh, which stores D
+// and aux from the registers (the direct-store configurations, for matrices TMA cannot move):
+// CollectiveEpilogueOf below picks it where the configuration says kDirectStore.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -39,6 +42,7 @@
 #include <cutlass/kernel_hardware_info.h>
 
 #include "backends/cutlass/cutlass_activation.cuh"
+#include "backends/cutlass/cutlass_direct_store_epilogue.cuh"
 #include "backends/cutlass/cutlass_kernels.hpp"
 #include "backends/cutlass/cutlass_row_partial_sums.cuh"
 #include "backends/cutlass/cutlass_tile_config.hpp"
@@ -47,8 +51,6 @@
 namespace epigemm {
 namespace cutlass_backend {
 
-// 16 bytes: what TMA needs of every base address and every stride, in elements of a 16-bit type.
-constexpr int kAlignmentElements = 8;
 // CUTLASS's workspace must start 16-byte aligned; the caller's may not, so we ask for this much
 // more and round the pointer up.
 constexpr size_t kWorkspaceAlignment = 16;
@@ -113,6 +115,8 @@ struct LinearCombinationBias {
   using Operation = cutlass::epilogue::fusion::LinCombPerRowBias<
       /*ElementOutput=*/Element, /*ElementCompute=*/float, /*ElementBias=*/Element,
       /*ElementSource=*/Element, /*ElementScalar=*/float>;
+  // The activation of the direct-store epilogue (cutlass_direct_store_epilogue.cuh): none.
+  using StoredActivation = Identity;
   static constexpr bool kSumsRows = false;
   template <class FusionArguments>
   static void set(FusionArguments& fusion, const GemmCall& call, float*) {
@@ -136,6 +140,7 @@ struct ForwardActivationAux {
       /*ElementBias=*/Element, ElementSource, /*ElementScalar=*/float>;
   using Operation = OperationReading<Element>;
   using OperationWithoutSource = OperationReading<void>;
+  using StoredActivation = Activation;
   static constexpr bool kSumsRows = false;
   template <class FusionArguments>
   static void set(FusionArguments& fusion, const GemmCall& call, float*) {
@@ -189,6 +194,25 @@ struct FusionOperationOf<Family, false> {
   using type = typename Family::OperationWithoutSource;
 };
 
+// The collective epilogue of a family in a configuration: CUTLASS's TMA epilogue with the family's
+// fusion operation, or where the configuration stores from the registers, ours with the family's
+// activation (a family without StoredActivation has no such configuration: instantiated_in).
+template <class Config, class Family, class Element, class ElementC, bool kDirectStore = Config::kDirectStore>
+struct CollectiveEpilogueOf {
+  using LayoutD = cutlass::layout::ColumnMajor;
+  using type = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::TileShape,
+      typename Config::ClusterShape, typename Config::EpilogueTile,
+      /*ElementAccumulator=*/float, /*ElementCompute=*/float,
+      ElementC, LayoutD, kTmaAlignmentElements,
+      /*ElementD=*/Element, LayoutD, kTmaAlignmentElements,
+      typename Config::EpilogueSchedule, typename FusionOperationOf<Family, Config::kReadsSource>::type>::CollectiveOp;
+};
+template <class Config, class Family, class Element, class ElementC>
+struct CollectiveEpilogueOf<Config, Family, Element, ElementC, true> {
+  using type = DirectStoreCollectiveEpilogue<Element, typename Family::StoredActivation>;
+};
+
 template <epigemm_dtype_t dtype, OperandLayout layout, class Family, TileConfig tile>
 struct CutlassGemm {
   using Config = ConfigOf<tile>;
@@ -199,20 +223,13 @@ struct CutlassGemm {
   using ElementC = std::conditional_t<Config::kReadsSource, Element, void>;
   using LayoutA = typename LayoutTagsOf<layout>::A;
   using LayoutB = typename LayoutTagsOf<layout>::B;
-  using LayoutD = cutlass::layout::ColumnMajor;
 
-  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::TileShape,
-      typename Config::ClusterShape, typename Config::EpilogueTile,
-      /*ElementAccumulator=*/float, /*ElementCompute=*/float,
-      ElementC, LayoutD, kAlignmentElements,
-      /*ElementD=*/Element, LayoutD, kAlignmentElements,
-      typename Config::EpilogueSchedule, typename FusionOperationOf<Family, Config::kReadsSource>::type>::CollectiveOp;
+  using CollectiveEpilogue = typename CollectiveEpilogueOf<Config, Family, Element, ElementC>::type;
 
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
-      Element, LayoutA, kAlignmentElements,
-      Element, LayoutB, kAlignmentElements,
+      Element, LayoutA, Config::kOperandAlignment,
+      Element, LayoutB, Config::kOperandAlignment,
       /*ElementAccumulator=*/float, typename Config::TileShape, typename Config::ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,

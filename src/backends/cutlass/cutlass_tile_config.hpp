@@ -17,6 +17,30 @@
 namespace epigemm {
 namespace cutlass_backend {
 
+// Whether the kernels for matrices that TMA cannot move are built (the CMake option
+// EPIGEMM_CUTLASS_UNALIGNED: the two direct-store configurations below; docs/dev/cutlass_backend.md,
+// "Unaligned matrices: the epilogue from the registers"). Off until their GPU tests and benchmark
+// have run.
+#if defined(EPIGEMM_CUTLASS_UNALIGNED) && EPIGEMM_CUTLASS_UNALIGNED
+constexpr bool kUnalignedKernelsBuilt = true;
+#else
+constexpr bool kUnalignedKernelsBuilt = false;
+#endif
+
+// How a kernel moves the call's matrices, from what their addresses, leading dimensions and extents
+// allow (cutlass_backend.cpp decides it and says why where none does):
+//   tma                             TMA loads A and B and stores D and aux (16-byte aligned base
+//                                   addresses and strides, contiguous extents multiples of 8), the
+//                                   bias read in 16-byte vectors: every tile configuration but the
+//                                   last two
+//   tma_loads_register_stores       TMA loads A and B; D, aux and the bias, which break those rules,
+//                                   are stored and read element by element from the registers
+//                                   (pingpong_128x128x64_direct_store)
+//   cp_async_loads_register_stores  A or B break them too and are loaded by cp.async in 4-byte
+//                                   pieces (4-byte aligned, even strides and contiguous extents)
+//                                   (cooperative_128x128x64_cp_async_direct_store)
+enum class MatrixMovement { tma, tma_loads_register_stores, cp_async_loads_register_stores };
+
 // Whether a family instantiates a configuration: what tile_config_for below can choose for it, and
 // nothing more. DEFAULT and BIAS run cooperative; the activation epilogues, which have an epilogue
 // to hide (an aux store or an aux load; docs/dev/cutlass_backend.md, "Tile configurations"), run
@@ -41,6 +65,9 @@ constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
     case TileConfig::cooperative_256x128x64_cluster_1x2: return family != KernelFamily::linear_combination_bias;
     case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
       return family == KernelFamily::forward_activation_aux;
+    case TileConfig::pingpong_128x128x64_direct_store:
+    case TileConfig::cooperative_128x128x64_cp_async_direct_store:
+      return kUnalignedKernelsBuilt && family != KernelFamily::backward_activation_bgrad;
   }
   return false;
 }
@@ -64,6 +91,8 @@ constexpr TileShape tile_shape_of(TileConfig tile) {
     case TileConfig::cooperative_128x64x64_without_source: return {128, 64, 1, 1};
     case TileConfig::cooperative_256x128x64_cluster_1x2:
     case TileConfig::cooperative_256x128x64_cluster_1x2_without_source: return {256, 128, 1, 2};
+    case TileConfig::pingpong_128x128x64_direct_store:
+    case TileConfig::cooperative_128x128x64_cp_async_direct_store: return {128, 128, 1, 1};
   }
   return {128, 128, 1, 1};
 }
@@ -194,7 +223,9 @@ constexpr TileConfig without_source_where_there_is_one(TileConfig tile) {
     case TileConfig::pingpong_128x128x64_without_source:
     case TileConfig::pingpong_128x128x64_epilogue_64x64_without_source:
     case TileConfig::pingpong_64x128x64_without_source:
-    case TileConfig::cooperative_128x64x64_without_source: return tile;
+    case TileConfig::cooperative_128x64x64_without_source:
+    case TileConfig::pingpong_128x128x64_direct_store:
+    case TileConfig::cooperative_128x128x64_cp_async_direct_store: return tile;
   }
   return tile;
 }
@@ -254,7 +285,16 @@ inline bool backward_grid_wants_smaller_tile(const GemmCall& call, const DeviceF
   return call.beta == 0.0f && narrow_tiles_at_most_one_per_sm(call, device);
 }
 
-inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, const DeviceFacts& device) {
+// A call whose matrices TMA cannot move runs on the one configuration of its movement: those
+// kernels have not been measured yet, so no rule of size picks among them.
+inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, const DeviceFacts& device,
+                                  MatrixMovement movement = MatrixMovement::tma) {
+  switch (movement) {
+    case MatrixMovement::tma: break;
+    case MatrixMovement::tma_loads_register_stores: return TileConfig::pingpong_128x128x64_direct_store;
+    case MatrixMovement::cp_async_loads_register_stores:
+      return TileConfig::cooperative_128x128x64_cp_async_direct_store;
+  }
   switch (family) {
     case KernelFamily::forward_activation_aux: {
       const TileConfig tile = forward_tile_for(call, device);
@@ -422,6 +462,9 @@ inline const char* tile_config_name(TileConfig tile) {
     case TileConfig::cooperative_256x128x64_cluster_1x2: return "cooperative 256x128x64 cluster 1x2x1";
     case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
       return "cooperative 256x128x64 cluster 1x2x1 without source";
+    case TileConfig::pingpong_128x128x64_direct_store: return "pingpong 128x128x64 cluster 1x1x1 direct store";
+    case TileConfig::cooperative_128x128x64_cp_async_direct_store:
+      return "cooperative 128x128x64 cluster 1x1x1 cp.async loads, direct store";
   }
   return "invalid tile configuration";
 }
@@ -437,6 +480,10 @@ inline const char* tile_config_name(TileConfig tile) {
 
 namespace epigemm {
 namespace cutlass_backend {
+
+// 16 bytes, what TMA needs of every base address and every stride and CUTLASS of the contiguous
+// extents of the matrices it moves, in elements of a 16-bit type.
+constexpr int kTmaAlignmentElements = 8;
 
 // Two consumer warp groups share one kTileM x 128 output tile (cooperative; kTileM / 2 rows each),
 // the producer warp feeds them through TMA; the grid is persistent (one CTA per SM) and the
@@ -454,6 +501,8 @@ struct Cooperative {
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
   using EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto;
   static constexpr bool kReadsSource = kReadsSourceValue;
+  static constexpr bool kDirectStore = false;
+  static constexpr int kOperandAlignment = kTmaAlignmentElements;
 };
 
 // Two consumer warp groups, each with an output tile of its own: while one runs its tile's
@@ -474,6 +523,29 @@ struct Pingpong {
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
   using EpilogueTile = EpilogueTileShape;
   static constexpr bool kReadsSource = kReadsSourceValue;
+  static constexpr bool kDirectStore = false;
+  static constexpr int kOperandAlignment = kTmaAlignmentElements;
+};
+
+// The 128 x 128 tile with the epilogue of cutlass_direct_store_epilogue.cuh, for the matrices TMA
+// cannot move (MatrixMovement): D, aux and the bias read and stored element by element from the
+// registers, with no shared memory, so the main loop keeps all of it; D's old values read the same
+// way where beta != 0 (one kernel for every beta). KernelScheduleType: KernelTmaWarpSpecializedPingpong
+// (A and B through TMA; each consumer warp group's stores then overlap the other's main loop) or
+// KernelCpAsyncWarpSpecializedCooperative (A and B through cp.async in pieces of
+// kOperandAlignmentValue elements, 2 = 4 bytes; cooperative: with no register reallocation in
+// CUTLASS's cp.async kernels, a ping-pong warp group's 128 x 128 fp32 accumulator would leave it
+// too few registers).
+template <class KernelScheduleType, int kOperandAlignmentValue>
+struct DirectStore {
+  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using KernelSchedule = KernelScheduleType;
+  using EpilogueSchedule = cutlass::epilogue::NoSmemWarpSpecialized;
+  using EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto;
+  static constexpr bool kReadsSource = true;
+  static constexpr bool kDirectStore = true;
+  static constexpr int kOperandAlignment = kOperandAlignmentValue;
 };
 
 // The CUTLASS types of a TileConfig value. (A cluster of two CTAs along gemm_n computes tiles of
@@ -509,6 +581,12 @@ struct ConfigOf<TileConfig::cooperative_256x128x64_cluster_1x2> : Cooperative<25
 template <>
 struct ConfigOf<TileConfig::cooperative_256x128x64_cluster_1x2_without_source>
     : Cooperative<256, 2, 128, /*kReadsSource=*/false> {};
+template <>
+struct ConfigOf<TileConfig::pingpong_128x128x64_direct_store>
+    : DirectStore<cutlass::gemm::KernelTmaWarpSpecializedPingpong, kTmaAlignmentElements> {};
+template <>
+struct ConfigOf<TileConfig::cooperative_128x128x64_cp_async_direct_store>
+    : DirectStore<cutlass::gemm::KernelCpAsyncWarpSpecializedCooperative, /*4 bytes=*/2> {};
 
 // The host's facts (tile_shape_of) and CUTLASS's types must describe the same tiles: the tile
 // order, the tile rule and the row partial sums' layout read the former.

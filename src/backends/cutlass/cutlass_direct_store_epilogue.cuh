@@ -1,0 +1,189 @@
+// An epilogue that stores D (and aux) from the accumulator registers, element by element, for the
+// calls whose D, aux or bias breaks the rules of CUTLASS's TMA epilogue (a 16-byte aligned base
+// address and leading dimension, a contiguous extent that is a multiple of 8): a GPT-2 output layer
+// with out_features = 50257, a layer of 4094 outputs. cuBLAS runs such calls 3-7x slower than the
+// aligned ones next to them (H200, bf16: 89-250 TFLOPS against 500-800), and our TMA kernels cannot
+// run them at all. Each thread writes the elements its wgmma accumulator fragment holds, with one
+// bounds test per element, so any leading dimension and any base address of D's element type is
+// taken. docs/dev/cutlass_backend.md, "Unaligned matrices: the epilogue from the registers".
+//
+// What it computes is the forward family's algebra (cutlass_gemm.cuh): with acc the fp32
+// accumulator of A B,
+//   z = alpha acc + beta D_old (read only where beta != 0) + bias[i] (a null bias: nothing added);
+//   aux[i, j] = z (a null aux: no store); D[i, j] = Activation::forward(z)
+// in the order of docs/conventions.md (alpha and beta inside acc, then the bias). With the identity
+// and no aux it is DEFAULT and BIAS. The activation is the functor of core/epilogue_math.hpp.
+//
+// It has the interface of CUTLASS's DefaultEpilogue (cutlass/epilogue/collective/
+// default_epilogue.hpp), which CUTLASS's Sm90TmaWarpSpecializedAdapter turns into an epilogue of its
+// warp-specialized sm90 kernels (TMA or cp.async main loops, cooperative or ping-pong): no shared
+// memory, no pipeline of its own, the stores issued by the consumer warp groups themselves.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/epilogue/collective/detail.hpp>
+#include <cutlass/epilogue/dispatch_policy.hpp>
+#include <cutlass/numeric_conversion.h>
+
+namespace epigemm {
+namespace cutlass_backend {
+
+template <class Element, class Activation>
+class DirectStoreEpilogue {
+ public:
+  using EpilogueSchedule = cutlass::epilogue::NoSmemWarpSpecialized;
+  using DispatchPolicy = EpilogueSchedule;
+
+  // What CUTLASS's device adapter reads of a thread operation (the element types).
+  struct ThreadEpilogueOp {
+    using ElementOutput = Element;
+    using ElementAccumulator = float;
+    using ElementCompute = float;
+    using ElementC = Element;
+    using ElementD = Element;
+    static constexpr int kCount = 1;
+  };
+  using ElementOutput = Element;
+  using ElementAccumulator = float;
+  using ElementCompute = float;
+  using ElementScalar = float;
+  // C is D itself (D_old), column-major like D and aux: (M, N, L) strides (1, ld, 0).
+  using ElementC = Element;
+  using ElementD = Element;
+  using StrideC = cute::Stride<cute::_1, int64_t, int64_t>;
+  using StrideD = StrideC;
+  // No TMA, no tiled copy: CUTLASS's adapter reads the alignment off these (void: one element).
+  using GmemTiledCopyC = void;
+  using GmemTiledCopyD = void;
+
+  struct SharedStorage {};
+  using TensorStorage = SharedStorage;
+
+  // The epilogue's own arguments, with the members the families' set() write
+  // (cutlass_gemm.cuh: bias_ptr, aux_ptr, dAux) and alpha and beta.
+  struct FusionArguments {
+    using StrideAux = StrideD;
+    float alpha = 1.0f;
+    float beta = 0.0f;
+    const Element* bias_ptr = nullptr;
+    Element* aux_ptr = nullptr;
+    StrideAux dAux{};
+  };
+
+  struct Arguments {
+    FusionArguments thread{};
+    const Element* ptr_C = nullptr;
+    StrideC dC{};
+    Element* ptr_D = nullptr;
+    StrideD dD{};
+  };
+  using Params = Arguments;
+
+  template <class ProblemShape>
+  static constexpr Params to_underlying_arguments(ProblemShape const&, Arguments const& args, void*) {
+    return args;
+  }
+  template <class ProblemShape>
+  static size_t get_workspace_size(ProblemShape const&, Arguments const&) {
+    return 0;
+  }
+  template <class ProblemShape>
+  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*, cudaStream_t,
+                                              cutlass::CudaHostAdapter* = nullptr) {
+    return cutlass::Status::kSuccess;
+  }
+  // Every extent, leading dimension and base address of Element is stored correctly. C must be D
+  // itself (or absent): D's old values are read where D is written.
+  template <class ProblemShape>
+  static bool can_implement(ProblemShape const&, Arguments const& args) {
+    return args.ptr_C == nullptr || (args.ptr_C == args.ptr_D && cute::get<1>(args.dC) == cute::get<1>(args.dD));
+  }
+
+  CUTLASS_HOST_DEVICE
+  DirectStoreEpilogue(Params const& params, SharedStorage const& = SharedStorage()) : params_(params) {}
+
+  CUTLASS_DEVICE bool is_source_needed() const { return params_.thread.beta != 0.0f; }
+
+  // One output tile: blk_shape_mnk is the CTA tile (BLK_M, BLK_N, BLK_K), blk_coord_mnkl its
+  // coordinates in tiles, accumulators this thread's fragment of it as tiled_mma partitions it
+  // (for a 64 x N wgmma warp group: rows 16 w + l / 4 and 8 more, columns 2 (l % 4) + {0, 1} + 8 j,
+  // w the warp and l the lane). The problem's extents fit an int (cutlass_backend.cpp).
+  template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine, class FrgLayout,
+            class TiledMma, class ResidueMNK>
+  CUTLASS_DEVICE void operator()(ProblemShapeMNKL problem_shape_mnkl, BlockShapeMNK blk_shape_mnk,
+                                 BlockCoordMNKL blk_coord_mnkl, cute::Tensor<FrgEngine, FrgLayout> const& accumulators,
+                                 TiledMma tiled_mma, ResidueMNK, int thread_idx, char*) {
+    using namespace cute;
+    static_assert(is_static<BlockShapeMNK>::value, "the CTA tile must be static");
+    static_assert(is_static<FrgLayout>::value, "the accumulator layout must be static");
+
+    const int M = int(get<0>(problem_shape_mnkl));
+    const int N = int(get<1>(problem_shape_mnkl));
+    const int m_coord = int(get<0>(blk_coord_mnkl));
+    const int n_coord = int(get<1>(blk_coord_mnkl));
+    constexpr int kTileM = int(size<0>(BlockShapeMNK{}));
+    constexpr int kTileN = int(size<1>(BlockShapeMNK{}));
+
+    // The (row, column) in the whole problem of each of this thread's elements, in the
+    // accumulator's order: this thread's first element's plus a constant per element (the
+    // fragment's layout is static), so that an element's address is one base per thread plus
+    // (row offset + column offset x ld), and each column's product is made where it is used: the
+    // consumer warp groups hold the accumulators (64 or 128 registers) while the epilogue runs.
+    auto thread_mma = tiled_mma.get_thread_slice(thread_idx);
+    Tensor tile_coordinates = local_tile(make_identity_tensor(make_shape(M, N)), take<0, 2>(blk_shape_mnk),
+                                         make_coord(m_coord, n_coord));                        // (BM, BN)
+    Tensor coordinates = thread_mma.partition_C(tile_coordinates);                            // (VEC, MMA_M, MMA_N)
+    static_assert(decltype(size(coordinates))::value == decltype(size(accumulators))::value,
+                  "one stored element per accumulator");
+    const int m_first = get<0>(coordinates(0));
+    const int n_first = get<1>(coordinates(0));
+
+    // C is D itself (cutlass_gemm.cuh's arguments): D's old values are read where D is written.
+    const int64_t ld_d = get<1>(params_.dD);
+    const int64_t ld_aux = get<1>(params_.thread.dAux);
+    Element* const d_first = params_.ptr_D + (m_first + n_first * ld_d);
+    Element* const aux_first =
+        params_.thread.aux_ptr == nullptr ? nullptr : params_.thread.aux_ptr + (m_first + n_first * ld_aux);
+    const Element* const bias_first = params_.thread.bias_ptr == nullptr ? nullptr : params_.thread.bias_ptr + m_first;
+
+    const float alpha = params_.thread.alpha, beta = params_.thread.beta;
+    const bool reads_source = beta != 0.0f;
+    const cutlass::NumericConverter<Element, float> to_element;
+    const cutlass::NumericConverter<float, Element> to_float;
+    // One element: z = alpha acc + beta D_old + bias[row]; aux = z; D = act(z).
+    auto store = [&](int i) {
+      const int row = get<0>(coordinates(i)) - m_first;     // a constant once unrolled
+      const int column = get<1>(coordinates(i)) - n_first;  // likewise
+      Element* const d = d_first + (row + column * ld_d);
+      float z = alpha * accumulators(i);
+      if (reads_source) z += beta * to_float(*d);
+      if (bias_first != nullptr) z += to_float(bias_first[row]);
+      if (aux_first != nullptr) aux_first[row + column * ld_aux] = to_element(z);
+      *d = to_element(Activation::forward(z));
+    };
+    // A tile inside the problem (all but the last row and column of tiles) stores every element;
+    // the others test each element's row and column.
+    if ((int64_t(m_coord) + 1) * kTileM <= M && (int64_t(n_coord) + 1) * kTileN <= N) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(accumulators); ++i) store(i);
+    } else {
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(accumulators); ++i) {
+        if (elem_less(coordinates(i), make_coord(M, N))) store(i);
+      }
+    }
+  }
+
+ private:
+  Params params_;
+};
+
+// The collective epilogue the kernels take: ours, in CUTLASS's adapter for the warp-specialized
+// sm90 kernels.
+template <class Element, class Activation>
+using DirectStoreCollectiveEpilogue =
+    cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<DirectStoreEpilogue<Element, Activation>>;
+
+}  // namespace cutlass_backend
+}  // namespace epigemm
