@@ -771,8 +771,10 @@ TEST(CutlassBackend, EveryKernelOnShapesNotMultiplesOfTheTile) {
 //     multiple of 8, so no layout's A or B has a 16-byte stride or extent);
 //   - grids of more tiles than the H200 has SMs (the persistent loop), the fprop layout's
 //     ACT_AUX_BIAS(gelu_erf) and DEFAULT: 2001 x 1100 x 72 (16 x 9 tiles, D's rows 2-byte aligned
-//     as a GPT-2 output layer's 50257 outputs leave them) and 1022 x 3001 x 70 (8 x 24 tiles,
-//     every matrix 4-byte aligned as a layer of 1022 inputs and 4094 outputs leaves them).
+//     as a GPT-2 output layer's 50257 outputs leave them), 1022 x 3001 x 70 (8 x 24 tiles, every
+//     matrix 4-byte aligned as a layer of 1022 inputs and 4094 outputs leaves them) and such an
+//     output layer itself, 50257 x 136 x 16 (393 x 2 tiles; on 132 SMs the tile order's runs of
+//     2 round the scheduler's grid to 394 x 2, a tile row wholly past gemm_m that stores nothing).
 TEST(CutlassBackend, UnalignedMatricesThroughTheRegisters) {
   Context ctx;
   EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);
@@ -808,7 +810,7 @@ TEST(CutlassBackend, UnalignedMatricesThroughTheRegisters) {
     }
     for (const GemmCase& c : forward_kernels(dtype, 134, 198, 70)) run_as_given_and_accumulating(c);
   }
-  const int64_t large[][3] = {{2001, 1100, 72}, {1022, 3001, 70}};
+  const int64_t large[][3] = {{2001, 1100, 72}, {1022, 3001, 70}, {50257, 136, 16}};
   for (const auto& shape : large) {
     for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_ACT_AUX_BIAS}) {
       run_on_cutlass_and_check(ctx, cutlass_case(e, EPIGEMM_ACTIVATION_GELU_ERF, T, N, EPIGEMM_DTYPE_BF16, shape[0],

@@ -235,8 +235,8 @@ Movement matrix_movement_of(const GemmCall& call) {
       {true, call.d, n.d, call.gemm_m, "gemm_m"},
       {call.has_aux, call.aux, n.aux, call.gemm_m, "gemm_m"},
   };
-  // The first TMA rule broken, in the order the messages have always named them: the vectors, then
-  // A, B, D and aux.
+  // The first TMA rule broken: the vectors' alignment, then A, B, D and aux (after the side
+  // operands' dtypes and the int range, which kernel_for checks first).
   Movement movement;
   bool loads_by_tma = true;
   for (const VectorOperand& v : vector_operands(call)) {

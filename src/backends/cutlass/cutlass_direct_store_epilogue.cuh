@@ -103,8 +103,6 @@ class DirectStoreEpilogue {
   CUTLASS_HOST_DEVICE
   DirectStoreEpilogue(Params const& params, SharedStorage const& = SharedStorage()) : params_(params) {}
 
-  CUTLASS_DEVICE bool is_source_needed() const { return params_.thread.beta != 0.0f; }
-
   // One output tile: blk_shape_mnk is the CTA tile (BLK_M, BLK_N, BLK_K), blk_coord_mnkl its
   // coordinates in tiles, accumulators this thread's fragment of it as tiled_mma partitions it
   // (for a 64 x N wgmma warp group: rows 16 w + l / 4 and 8 more, columns 2 (l % 4) + {0, 1} + 8 j,
@@ -117,6 +115,7 @@ class DirectStoreEpilogue {
     using namespace cute;
     static_assert(is_static<BlockShapeMNK>::value, "the CTA tile must be static");
     static_assert(is_static<FrgLayout>::value, "the accumulator layout must be static");
+    static_assert(sizeof(Element) == 2, "a 16-bit element type (the bias is read as its bits)");
 
     const int M = int(get<0>(problem_shape_mnkl));
     const int N = int(get<1>(problem_shape_mnkl));
@@ -138,6 +137,9 @@ class DirectStoreEpilogue {
                   "one stored element per accumulator");
     const int m_first = get<0>(coordinates(0));
     const int n_first = get<1>(coordinates(0));
+    // A tile wholly past the problem's end: the persistent scheduler hands out the tiles of the
+    // grid rounded up to its tile order's runs (cutlass_tile_config.hpp, scheduled_grid).
+    if (int64_t(m_coord) * kTileM >= M || int64_t(n_coord) * kTileN >= N) return;
 
     // C is D itself (cutlass_gemm.cuh's arguments): D's old values are read where D is written.
     const int64_t ld_d = get<1>(params_.dD);
@@ -151,27 +153,69 @@ class DirectStoreEpilogue {
     const bool reads_source = beta != 0.0f;
     const cutlass::NumericConverter<Element, float> to_element;
     const cutlass::NumericConverter<float, Element> to_float;
+
+    // The fragment of an sm90 wgmma accumulator, ((2, 2, N / 8), MMA_M, MMA_N): the first value
+    // mode steps one column, the second 8 rows, the third 8 columns; MMA_M steps 64 rows and MMA_N
+    // a whole atom's columns. So a thread's rows are set by the second value mode and MMA_M alone,
+    // and their bias is read once, before the stores (4 values in a ping-pong warp group's
+    // 128 x 128 tile, 2 in a cooperative one's half): a load of D's element type after a store of
+    // it could not be kept across the stores.
+    static_assert(rank(FrgLayout{}) == 3 && rank<0>(FrgLayout{}) == 3 && size<0, 0>(FrgLayout{}) == 2 &&
+                      size<0, 1>(FrgLayout{}) == 2,
+                  "an sm90 wgmma accumulator fragment, ((2, 2, N / 8), MMA_M, MMA_N)");
+    constexpr int kMmaM = int(size<1>(FrgLayout{}));
+    constexpr int kMmaN = int(size<2>(FrgLayout{}));
+    constexpr int kColumnSteps = int(size<0, 2>(FrgLayout{}));
+    const bool adds_bias = bias_first != nullptr;
+    float bias_of_row[2][kMmaM];
+    CUTLASS_PRAGMA_UNROLL
+    for (int mma_m = 0; mma_m < kMmaM; ++mma_m) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int row_step = 0; row_step < 2; ++row_step) {
+        const int row = get<0>(coordinates(make_coord(make_coord(0, row_step, 0), mma_m, 0))) - m_first;
+        const bool row_inside = m_first + row < M;
+        bias_of_row[row_step][mma_m] = adds_bias && row_inside ? to_float(bias_first[row]) : 0.0f;
+      }
+    }
+
     // One element: z = alpha acc + beta D_old + bias[row]; aux = z; D = act(z).
-    auto store = [&](int i) {
-      const int row = get<0>(coordinates(i)) - m_first;     // a constant once unrolled
-      const int column = get<1>(coordinates(i)) - n_first;  // likewise
+    auto store = [&](auto element, float bias) {
+      const int row = get<0>(coordinates(element)) - m_first;     // a constant once unrolled
+      const int column = get<1>(coordinates(element)) - n_first;  // likewise
       Element* const d = d_first + (row + column * ld_d);
-      float z = alpha * accumulators(i);
+      float z = alpha * accumulators(element);
       if (reads_source) z += beta * to_float(*d);
-      if (bias_first != nullptr) z += to_float(bias_first[row]);
+      if (adds_bias) z += bias;
       if (aux_first != nullptr) aux_first[row + column * ld_aux] = to_element(z);
       *d = to_element(Activation::forward(z));
     };
-    // A tile inside the problem (all but the last row and column of tiles) stores every element;
-    // the others test each element's row and column.
-    if ((int64_t(m_coord) + 1) * kTileM <= M && (int64_t(n_coord) + 1) * kTileN <= N) {
+    // Every element in the fragment's order; `tested`: only those inside the problem. A tile inside
+    // it (all but the last row and column of tiles) runs the loop without the test.
+    auto store_all = [&](auto tested) {
       CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(accumulators); ++i) store(i);
-    } else {
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(accumulators); ++i) {
-        if (elem_less(coordinates(i), make_coord(M, N))) store(i);
+      for (int mma_n = 0; mma_n < kMmaN; ++mma_n) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int mma_m = 0; mma_m < kMmaM; ++mma_m) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int column_step = 0; column_step < kColumnSteps; ++column_step) {
+            CUTLASS_PRAGMA_UNROLL
+            for (int row_step = 0; row_step < 2; ++row_step) {
+              CUTLASS_PRAGMA_UNROLL
+              for (int column = 0; column < 2; ++column) {
+                const auto element = make_coord(make_coord(column, row_step, column_step), mma_m, mma_n);
+                if (!decltype(tested)::value || elem_less(coordinates(element), make_coord(M, N))) {
+                  store(element, bias_of_row[row_step][mma_m]);
+                }
+              }
+            }
+          }
+        }
       }
+    };
+    if ((int64_t(m_coord) + 1) * kTileM <= M && (int64_t(n_coord) + 1) * kTileN <= N) {
+      store_all(cute::false_type{});
+    } else {
+      store_all(cute::true_type{});
     }
   }
 
