@@ -164,7 +164,9 @@ TEST(CutlassSupport, AcceptsItsKernelsAndDeclinesTheRestWithTheReason) {
   struct Probe {
     const char* what;
     epigemm::GemmCall call;
-    const char* reason;  // nullptr: supported; else a part of the reason
+    const char* reason;     // nullptr: supported; else a part of the reason
+    size_t copies = 0;      // the least workspace the copies of A and B take (0: none)
+    bool sizing = true;     // asked as a size query (a workspace as large as the call needs)
   };
   std::vector<Probe> probes;
   probes.push_back({"DEFAULT TN", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 136, 200, 72), nullptr});
@@ -188,43 +190,57 @@ TEST(CutlassSupport, AcceptsItsKernelsAndDeclinesTheRestWithTheReason) {
                     host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX, EPIGEMM_ACTIVATION_IDENTITY, N, N, 64, 64, 64),
                     "instantiated for TN (fprop) only"});
   probes.push_back({"gemm_k = 0", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 0), "empty"});
-  // Below TMA's alignment: declined with TMA's rule, or with the kernels of EPIGEMM_CUTLASS_UNALIGNED
-  // run by them (D, aux and the bias from the registers; A and B through cp.async at 4 bytes) or
-  // declined with the rule of those.
-  namespace cb = epigemm::cutlass_backend;
-  const bool unaligned = cb::kUnalignedKernelsBuilt;
+  // Below TMA's alignment: D, aux and the bias from the registers (DEFAULT, BIAS and the forward
+  // activation epilogues); A and B copied into the workspace (`copies`: the bytes the copies take at
+  // least, asked with a size query) where a copy keeps TMA's rules, gemm_k padded to a multiple of 8
+  // where it is a copied operand's contiguous extent; declined with the rule otherwise.
   probes.push_back({"gemm_m = 17 (D's contiguous extent)",
-                    host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 17, 64, 64),
-                    unaligned ? nullptr : "gemm_m = 17"});
-  probes.push_back({"gemm_k = 60 (A's contiguous extent in TN)",
-                    host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 60),
-                    unaligned ? nullptr : "gemm_k = 60"});
-  probes.push_back({"gemm_k = 61 (A's contiguous extent in TN)",
-                    host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 61),
-                    unaligned ? "gemm_k = 61 is odd" : "gemm_k = 61"});
+                    host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 17, 64, 64), nullptr});
+  // A (T): 17 vectors of 64 -> 17 x 64; B (N): 64 vectors of 64 -> 64 x 64; 2 bytes each.
+  probes.push_back({"gemm_k = 60 (A's and B's contiguous extent in TN)",
+                    host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 60), nullptr, (64 + 64) * 64 * 2});
+  probes.push_back({"gemm_k = 61, ACT_AUX_BIAS(silu)",
+                    host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_SILU, T, N, 64, 72, 61),
+                    nullptr, (64 + 72) * 64 * 2});
+  // NN: A's contiguous extent is gemm_m, B's gemm_k: both copied, A with 3 zero vectors appended.
+  Probe dgrad_odd_k{"gemm_k = 61, DACT_BGRAD(gelu_erf) NN",
+                    host_probe_call(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_GELU_ERF, N, N, 64, 32, 61),
+                    nullptr, 64 * 64 * 2 + 32 * 64 * 2};
+  probes.push_back(dgrad_odd_k);
   Probe misaligned{"A misaligned by 2 bytes", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 64),
-                   unaligned ? "not 4-byte aligned" : "not 16-byte aligned"};
+                   nullptr, 64 * 64 * 2};
   misaligned.call.a.data = static_cast<char*>(misaligned.call.a.data) + 2;
   probes.push_back(misaligned);
   Probe misaligned_by_4{"B misaligned by 4 bytes", host_probe_call(EPIGEMM_EPILOGUE_BIAS, gelu, N, T, 64, 64, 64),
-                        unaligned ? nullptr : "not 16-byte aligned"};
+                        nullptr, 64 * 64 * 2};
   misaligned_by_4.call.b.data = static_cast<char*>(misaligned_by_4.call.b.data) + 4;
   probes.push_back(misaligned_by_4);
-  Probe odd_ld_a{"ld_a = 67", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, N, N, 64, 64, 64),
-                 unaligned ? "the cp.async loads 4" : "multiple of 16 bytes"};
+  Probe odd_ld_a{"ld_a = 67", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, N, N, 64, 64, 64), nullptr,
+                 64 * 64 * 2};
   odd_ld_a.call.a.ld = 67;
   probes.push_back(odd_ld_a);
-  Probe odd_ld{"ld_d = 68", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 64),
-               unaligned ? nullptr : "multiple of 16 bytes"};
+  Probe a_odd_address{"A at an odd address", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 64),
+                      "not aligned to its 2-byte elements"};
+  a_odd_address.call.a.data = static_cast<char*>(a_odd_address.call.a.data) + 1;
+  probes.push_back(a_odd_address);
+  probes.push_back({"gemm_m = 60 (A's contiguous extent in NN)",
+                    host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, N, N, 60, 64, 64), "can pad gemm_k only"});
+  Probe copies_without_workspace{"A misaligned, no workspace",
+                                 host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 64),
+                                 "that TMA can load need"};
+  copies_without_workspace.call.a.data = static_cast<char*>(copies_without_workspace.call.a.data) + 2;
+  copies_without_workspace.sizing = false;
+  probes.push_back(copies_without_workspace);
+  Probe odd_ld{"ld_d = 68", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 64), nullptr};
   odd_ld.call.d.ld = 68;
   probes.push_back(odd_ld);
   Probe odd_ld_aux{"ld_aux = 67, ACT_AUX_BIAS(gelu_erf)",
                    host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_ERF, T, N, 64, 64, 64),
-                   unaligned ? nullptr : "multiple of 16 bytes"};
+                   nullptr};
   odd_ld_aux.call.aux.ld = 67;
   probes.push_back(odd_ld_aux);
   Probe d_odd_address{"D at an odd address", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 64),
-                      unaligned ? "not aligned to its 2-byte elements" : "not 16-byte aligned"};
+                      "not aligned to its 2-byte elements"};
   d_odd_address.call.d.data = static_cast<char*>(d_odd_address.call.d.data) + 1;
   probes.push_back(d_odd_address);
   Probe backward_odd_ld{"ld_d = 68, DACT_BGRAD(silu)",
@@ -233,7 +249,7 @@ TEST(CutlassSupport, AcceptsItsKernelsAndDeclinesTheRestWithTheReason) {
   backward_odd_ld.call.d.ld = 68;
   probes.push_back(backward_odd_ld);
   Probe bias_misaligned{"bias misaligned", host_probe_call(EPIGEMM_EPILOGUE_BIAS, gelu, T, N, 64, 64, 64),
-                        unaligned ? nullptr : "not 16-byte aligned"};
+                        nullptr};
   bias_misaligned.call.bias.data = static_cast<char*>(bias_misaligned.call.bias.data) + 8;
   probes.push_back(bias_misaligned);
   Probe bias_grad_misaligned{"bias_grad misaligned",
@@ -254,12 +270,25 @@ TEST(CutlassSupport, AcceptsItsKernelsAndDeclinesTheRestWithTheReason) {
   host.call.a.memory = host.call.b.memory = host.call.d.memory = EPIGEMM_MEMORY_HOST;
   probes.push_back(host);
 
-  for (const Probe& probe : probes) {
+  for (Probe& probe : probes) {
+    probe.call.sizing_workspace = probe.sizing;
     const epigemm::Support support = backend->supports(probe.call);
     if (probe.reason == nullptr) {
       EXPECT_TRUE(support.supported) << probe.what << ": declined: " << support.reason;
-      EXPECT_EQ(backend->workspace_bytes(probe.call) > 0, probe.call.has_bias_grad || probe.call.parts().backward())
-          << probe.what << ": workspace " << backend->workspace_bytes(probe.call);
+      const size_t workspace = backend->workspace_bytes(probe.call);
+      EXPECT_EQ(workspace > 0, probe.copies > 0 || probe.call.has_bias_grad || probe.call.parts().backward())
+          << probe.what << ": workspace " << workspace;
+      EXPECT_GE(workspace, probe.copies) << probe.what;
+      // The same call with exactly that workspace is accepted as it is, with a byte less declined.
+      if (probe.copies > 0) {
+        epigemm::GemmCall given = probe.call;
+        given.sizing_workspace = false;
+        given.workspace = reinterpret_cast<void*>(0x60000000);
+        given.workspace_bytes = workspace;
+        EXPECT_TRUE(backend->supports(given).supported) << probe.what << ": declined with its workspace";
+        given.workspace_bytes = workspace - 1;
+        EXPECT_FALSE(backend->supports(given).supported) << probe.what << ": accepted with a byte too few";
+      }
     } else {
       EXPECT_FALSE(support.supported) << probe.what << ": accepted";
       EXPECT_NE(support.reason.find(probe.reason), std::string::npos)
@@ -317,8 +346,7 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
                               cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source,
                               cb::TileConfig::pingpong_64x128x64_without_source,
                               cb::TileConfig::cooperative_128x64x64_without_source,
-                              cb::TileConfig::pingpong_128x128x64_direct_store,
-                              cb::TileConfig::cooperative_128x128x64_cp_async_direct_store}) {
+                              cb::TileConfig::pingpong_128x128x64_direct_store}) {
     const std::string config = cb::tile_config_name(tile);
     const bool bias_family = cb::instantiated_in(KernelFamily::linear_combination_bias, tile);
     const bool forward_family = cb::instantiated_in(KernelFamily::forward_activation_aux, tile);
@@ -370,10 +398,9 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
   // two: 10 forward + 10 backward, and without a source (beta = 0): 10 forward; the two ping-pong
   // 128 x 128 forward tiles, the ping-pong 64 x 128 and the cooperative 128 x 64 tiles without a
   // source: 10 forward each; the ping-pong 128 x 128 tile with the 64 x 64 subtile and the
-  // cooperative 128 x 64 tile, both without a source, also 10 backward each. With
-  // EPIGEMM_CUTLASS_UNALIGNED, the two direct-store tiles: 8 linear_combination_bias + 10 forward
-  // each.
-  EXPECT_EQ(found, 158 + (cb::kUnalignedKernelsBuilt ? 36 : 0));
+  // cooperative 128 x 64 tile, both without a source, also 10 backward each; the direct-store tile:
+  // 8 linear_combination_bias + 10 forward.
+  EXPECT_EQ(found, 158 + 18);
 }
 
 // A kernel without a source (no shared memory for D's old values) refuses a call with beta != 0,
@@ -697,6 +724,27 @@ TEST(CutlassSupport, AutoPriorityDependsOnTheEpilogueAndTheWaves) {
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_BIAS, EPIGEMM_ACTIVATION_IDENTITY, 128 * 128, 128 * 64), 1);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DEFAULT, gelu, 128 * 128, 128 * 64), 1);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_BIAS, gelu, 128 * 128, 128 * 64), 1);
+  // Matrices that TMA cannot move as they are, whatever the epilogue and the size: 35 (cuBLAS's fast
+  // kernels need the same 16-byte rules). Through the backend, which finds how they move: D's rows
+  // not 16-byte multiples, A's address 2 bytes off, gemm_k = 61 (A and B copied).
+  EXPECT_EQ(cb::auto_priority_for(host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 128, 128, 64), h200,
+                                  cb::MatrixMovement::tma_loads_register_stores),
+            35);
+  EXPECT_EQ(cb::auto_priority_for(host_probe_call(EPIGEMM_EPILOGUE_BIAS, gelu, T, N, 128, 128, 64), h200,
+                                  cb::MatrixMovement::tma, /*copies_operands=*/true),
+            35);
+  {
+    const std::unique_ptr<epigemm::Backend> backend = epigemm::create_cutlass_backend();
+    epigemm::GemmCall odd_rows = host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 128 * 128, 128 * 64, 64);
+    EXPECT_EQ(backend->auto_priority(odd_rows), 1);
+    odd_rows.d.ld += 1;
+    EXPECT_EQ(backend->auto_priority(odd_rows), 35);
+    epigemm::GemmCall shifted = host_probe_call(EPIGEMM_EPILOGUE_BIAS, gelu, N, N, 128 * 24, 128 * 12, 6144);
+    EXPECT_EQ(backend->auto_priority(shifted), 1);
+    shifted.a.data = static_cast<char*>(shifted.a.data) + 2;
+    EXPECT_EQ(backend->auto_priority(shifted), 35);
+    EXPECT_EQ(backend->auto_priority(host_probe_call(EPIGEMM_EPILOGUE_BIAS, gelu, T, N, 128 * 24, 128 * 2, 1029)), 35);
+  }
   // The same grid on an SM count twice the H200's is half the waves.
   EXPECT_EQ(cb::auto_priority_for(host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, silu, T, N, 128 * 32, 128 * 29, 64),
                                   cb::DeviceFacts{0, 264}),
@@ -761,33 +809,36 @@ TEST(CutlassBackend, EveryKernelOnShapesNotMultiplesOfTheTile) {
   }
 }
 
-// The kernels for matrices that TMA cannot move (built with EPIGEMM_CUTLASS_UNALIGNED; SKIP
-// without them): DEFAULT and BIAS in the four layouts and every forward activation epilogue, in both
-// dtypes, each as given and with alpha = -0.75, beta = 0.5 (D's old values read element by element):
-//   - TMA loads, D and aux stored from the registers: leading dimensions of D and aux that are odd
-//     (ldd 139, ldaux 141) on 136 x 200 x 72 (one full tile and 8 rows; 200 columns; one full
-//     64-deep slice and 8), and on the fprop layout gemm_m = 137, D's contiguous extent odd;
-//   - A and B loaded by cp.async in 4-byte pieces: 134 x 198 x 70 (every extent even and none a
-//     multiple of 8, so no layout's A or B has a 16-byte stride or extent);
+// Matrices that TMA cannot move as they are, every kernel that takes them, in both dtypes, each as
+// given and with alpha = -0.75, beta = 0.5:
+//   - D and aux stored from the registers (DEFAULT and BIAS in the four layouts, every forward
+//     activation epilogue): leading dimensions of D and aux that are odd (ldd 139, ldaux 141) on
+//     136 x 200 x 72 (one full tile and 8 rows; 200 columns; one full 64-deep slice and 8), and on
+//     the fprop layout gemm_m = 137, D's contiguous extent odd (D's old values read element by
+//     element where beta != 0);
+//   - A and B copied into the workspace for TMA (every kernel, the activation gradients included):
+//     odd leading dimensions of A and B (lda, ldb 3 more than their rows: copies at a leading
+//     dimension rounded to 8); gemm_k = 70, A's or B's contiguous extent in every layout but NT (both
+//     copied, gemm_k padded with zeros to 72), and the same with ldd 139 (copies and register stores
+//     together); a data gradient with gemm_k = 50257 as a GPT-2 output layer's (B, dY, with rows 2-byte
+//     aligned; A, W, given 7 zero rows);
 //   - grids of more tiles than the H200 has SMs (the persistent loop), the fprop layout's
 //     ACT_AUX_BIAS(gelu_erf) and DEFAULT: 2001 x 1100 x 72 (16 x 9 tiles, D's rows 2-byte aligned
 //     as a GPT-2 output layer's 50257 outputs leave them), 1022 x 3001 x 70 (8 x 24 tiles, every
-//     matrix 4-byte aligned as a layer of 1022 inputs and 4094 outputs leaves them) and such an
-//     output layer itself, 50257 x 136 x 16 (393 x 2 tiles; on 132 SMs the tile order's runs of
-//     2 round the scheduler's grid to 394 x 2, a tile row wholly past gemm_m that stores nothing).
-TEST(CutlassBackend, UnalignedMatricesThroughTheRegisters) {
+//     matrix as a layer of 1022 inputs and 4094 outputs leaves them: A and B copied, D from the
+//     registers) and such an output layer itself, 50257 x 136 x 16 (393 x 2 tiles; on 132 SMs the
+//     tile order's runs of 2 round the scheduler's grid to 394 x 2, a tile row wholly past gemm_m
+//     that stores nothing).
+TEST(CutlassBackend, UnalignedMatricesThroughCopiesAndTheRegisters) {
   Context ctx;
   EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);
-#if !(defined(EPIGEMM_CUTLASS_UNALIGNED) && EPIGEMM_CUTLASS_UNALIGNED)
-  GTEST_SKIP() << "the cutlass backend was built without its kernels for unaligned matrices "
-                  "(CMake option EPIGEMM_CUTLASS_UNALIGNED=OFF)";
-#else
   const epigemm_op_t N = EPIGEMM_OP_N, T = EPIGEMM_OP_T;
   uint64_t index = 5000;
-  auto forward_kernels = [&](epigemm_dtype_t dtype, int64_t m, int64_t n, int64_t k) {
+  auto kernels = [&](epigemm_dtype_t dtype, int64_t m, int64_t n, int64_t k, bool backward) {
     std::vector<GemmCase> cases;
     for (const GemmCase& c : every_kernel(dtype, m, n, k, index)) {
-      if (c.epilogue != EPIGEMM_EPILOGUE_DACT && c.epilogue != EPIGEMM_EPILOGUE_DACT_BGRAD) cases.push_back(c);
+      const bool is_backward = c.epilogue == EPIGEMM_EPILOGUE_DACT || c.epilogue == EPIGEMM_EPILOGUE_DACT_BGRAD;
+      if (backward || !is_backward) cases.push_back(c);
     }
     index += 100;
     return cases;
@@ -800,15 +851,28 @@ TEST(CutlassBackend, UnalignedMatricesThroughTheRegisters) {
     run_on_cutlass_and_check(ctx, c);
   };
   for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
-    for (GemmCase c : forward_kernels(dtype, 136, 200, 72)) {
+    for (GemmCase c : kernels(dtype, 136, 200, 72, /*backward=*/false)) {
       c.ldd = 139;
       if (c.has_aux()) c.ldaux = 141;
       run_as_given_and_accumulating(c);
     }
-    for (const GemmCase& c : forward_kernels(dtype, 137, 200, 72)) {
+    for (const GemmCase& c : kernels(dtype, 137, 200, 72, false)) {
       if (c.transa == T && c.transb == N) run_as_given_and_accumulating(c);
     }
-    for (const GemmCase& c : forward_kernels(dtype, 134, 198, 70)) run_as_given_and_accumulating(c);
+    for (GemmCase c : kernels(dtype, 136, 200, 72, /*backward=*/true)) {
+      c.lda = c.a_rows() + 3;
+      c.ldb = c.b_rows() + 3;
+      run_as_given_and_accumulating(c);
+    }
+    for (const GemmCase& c : kernels(dtype, 136, 200, 70, true)) run_as_given_and_accumulating(c);
+    for (GemmCase c : kernels(dtype, 136, 200, 70, false)) {
+      c.ldd = 139;
+      run_as_given_and_accumulating(c);
+    }
+  }
+  for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_DACT_BGRAD}) {
+    run_on_cutlass_and_check(ctx, cutlass_case(e, EPIGEMM_ACTIVATION_GELU_TANH, N, N, EPIGEMM_DTYPE_BF16, 136, 64,
+                                               50257, index++));
   }
   const int64_t large[][3] = {{2001, 1100, 72}, {1022, 3001, 70}, {50257, 136, 16}};
   for (const auto& shape : large) {
@@ -817,7 +881,6 @@ TEST(CutlassBackend, UnalignedMatricesThroughTheRegisters) {
                                                  shape[1], shape[2], index++));
     }
   }
-#endif
 }
 
 // 2 x 1 output tiles on a device of 132 SMs: most CTAs of the persistent grid get no tile.

@@ -106,8 +106,10 @@ std::string Selection::text() const {
 Status Context::workspace_bytes(const GemmCall& call, size_t* bytes) const {
   Backend* backend = nullptr;
   Selection why;
-  EPIGEMM_RETURN_IF_ERROR(select(call, &backend, &why));
-  *bytes = backend->workspace_bytes(call);
+  GemmCall query = call;
+  query.sizing_workspace = true;
+  EPIGEMM_RETURN_IF_ERROR(select(query, &backend, &why));
+  *bytes = backend->workspace_bytes(query);
   return Status();
 }
 

@@ -64,6 +64,11 @@ struct GemmCall {
   epigemm_backend_t backend = EPIGEMM_BACKEND_AUTO;  // requested
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  // True in a workspace size query (epigemm_gemm_workspace_size, epigemm_linear_workspace_size):
+  // a backend whose fastest path needs more workspace than some calls are given (the cutlass
+  // backend's copies of A and B) answers as if the workspace were large enough, and declines a call
+  // whose workspace is not.
+  bool sizing_workspace = false;
   void* stream = nullptr;  // cudaStream_t for device operands
   OperandNames names;
 

@@ -15,10 +15,10 @@
 // misaligned address or stride fails inside CUTLASS with a message on stderr and a bad descriptor.
 // TMA needs 16-byte aligned base addresses, strides that are multiples of 16 bytes (and below
 // 2^40 bytes); CUTLASS needs the contiguous extent of each operand to be a multiple of its 16-byte
-// access (8 elements of a 16-bit type) and the problem extents to fit an int. Built with
-// EPIGEMM_CUTLASS_UNALIGNED, DEFAULT, BIAS and the forward activation epilogues also run where D,
-// aux or the bias break those rules (stored from the registers) and where A or B do but are 4-byte
-// aligned with even strides and contiguous extents (loaded by cp.async): matrix_movement_of.
+// access (8 elements of a 16-bit type) and the problem extents to fit an int. Where A or B break
+// those rules, the kernel loads copies of them made in the workspace (staging_of); where D, aux or
+// the bias do, DEFAULT, BIAS and the forward activation epilogues store and read them from the
+// registers: matrix_movement_of.
 #include <cuda_runtime.h>
 
 #include <array>
@@ -29,8 +29,10 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "backends/cutlass/cutlass_kernels.hpp"
+#include "backends/cutlass/cutlass_staged_operands.hpp"
 #include "backends/cutlass/cutlass_tile_config.hpp"
 #include "core/backend.hpp"
 #include "core/cuda_device.hpp"
@@ -155,15 +157,18 @@ std::string side_operand_rule_broken(const GemmCall& call) {
   return {};
 }
 
-// A matrix of the call with the extent of its contiguous dimension (what CUTLASS loads in 16-byte
-// pieces): A: gemm_k when transa = T (row-major m x k), else gemm_m; B: gemm_n when transb = T, else
-// gemm_k; D and aux: gemm_m (column-major).
+// A matrix of the call as CUTLASS moves it: `outer_extent` vectors of `contiguous_extent`
+// contiguous elements (A: gemm_m vectors of gemm_k when transa = T (row-major m x k), else gemm_k
+// vectors of gemm_m; B: gemm_k vectors of gemm_n when transb = T, else gemm_n vectors of gemm_k; D
+// and aux: gemm_n vectors of gemm_m, column-major).
 struct MatrixOperand {
   bool present;
   const Matrix& matrix;
   const char* name;
   int64_t contiguous_extent;
   const char* contiguous_name;
+  int64_t outer_extent;
+  bool contiguous_along_k;
 };
 
 // TMA's rules for a matrix (file comment); empty when it keeps them.
@@ -189,37 +194,120 @@ std::string tma_rule_broken(const MatrixOperand& m, int64_t element_bytes) {
   return {};
 }
 
-// The rules of the cp.async loads of A and B in 4-byte pieces, where TMA cannot load them; empty when
-// the matrix keeps them.
-std::string cp_async_rule_broken(const MatrixOperand& m, int64_t element_bytes) {
-  constexpr int64_t kPieceBytes = 4;
-  if (reinterpret_cast<uintptr_t>(m.matrix.data) % kPieceBytes != 0) {
-    return std::string(m.name) + " is at " + address_text(m.matrix.data) +
-           ": not 4-byte aligned (TMA needs 16 bytes, the cp.async loads 4)";
+int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+// The copy of A or B in the workspace (cutlass_staged_operands.hpp): the operand's vectors
+// (MatrixOperand), the copy's extents and leading dimension, and where it lies in the staging area.
+struct OperandStaging {
+  bool copied = false;
+  int64_t inner = 0, outer = 0;                // the operand's
+  int64_t inner_padded = 0, outer_padded = 0;  // the copy's (gemm_k padded where it is either)
+  int64_t ld = 0;                              // the copy's: inner_padded rounded up to 8
+  size_t offset = 0, bytes = 0;                // in the staging area, multiples of 16
+};
+// The copies of A and B that TMA can load, where either breaks TMA's rules, and the gemm_k the
+// kernel then runs with (docs/dev/cutlass_backend.md, "Operands copied for TMA").
+struct Staging {
+  OperandStaging a, b;
+  int64_t gemm_k = 0;
+  bool any() const { return a.copied || b.copied; }
+  // The workspace the copies take, with room to align their start to 16 bytes; the kernel's own
+  // workspace follows them.
+  size_t bytes() const { return any() ? a.bytes + b.bytes + kAlignmentBytes : 0; }
+};
+
+// The copies that let TMA load A and B where either breaks its rules (`broken`: the rule, empty where
+// it keeps them); empty when they can, else the rule a copy cannot keep. A copy has a 16-byte
+// aligned start and a leading dimension that is a multiple of 8 elements. Where a copied operand's
+// contiguous extent is gemm_k and not a multiple of 8, gemm_k is rounded up to one and both
+// operands are copied with zeros in the padding: its products are 0 and add nothing, as the zeros
+// that TMA fills past gemm_k in the last k-block add nothing, so the results keep their bits. A
+// contiguous extent gemm_m or gemm_n that is not a multiple of 8 cannot be padded (D's would change).
+std::string staging_of(const GemmCall& call, const MatrixOperand (&loaded)[2], const std::string (&broken)[2],
+                       int64_t element_bytes, Staging* staging) {
+  const int64_t piece = int64_t(kAlignmentBytes) / element_bytes;
+  staging->gemm_k = call.gemm_k;
+  for (int i = 0; i < 2; ++i) {
+    if (!broken[i].empty() && loaded[i].contiguous_along_k && call.gemm_k % piece != 0) {
+      staging->gemm_k = round_up(call.gemm_k, piece);
+    }
   }
-  const int64_t stride_bytes = m.matrix.ld * element_bytes;
-  if (stride_bytes % kPieceBytes != 0) {
-    return std::string(m.name) + " has leading dimension " + std::to_string(m.matrix.ld) + " (" +
-           std::to_string(stride_bytes) + " bytes); TMA needs a multiple of 16 bytes, the cp.async loads 4";
-  }
-  if (m.contiguous_extent * element_bytes % kPieceBytes != 0) {
-    return std::string(m.name) + "'s contiguous extent " + m.contiguous_name + " = " +
-           std::to_string(m.contiguous_extent) + " is odd; the cp.async loads of 4 bytes need it even (TMA: a "
-           "multiple of 8)";
+  const bool pads_k = staging->gemm_k != call.gemm_k;
+  OperandStaging* copies[2] = {&staging->a, &staging->b};
+  size_t offset = 0;
+  for (int i = 0; i < 2; ++i) {
+    const MatrixOperand& m = loaded[i];
+    if (broken[i].empty() && !pads_k) continue;
+    if (reinterpret_cast<uintptr_t>(m.matrix.data) % uintptr_t(element_bytes) != 0) {
+      return std::string(m.name) + " is at " + address_text(m.matrix.data) + ": not aligned to its " +
+             std::to_string(element_bytes) + "-byte elements";
+    }
+    if (!m.contiguous_along_k && m.contiguous_extent % piece != 0) {
+      return (broken[i].empty() ? tma_rule_broken(m, element_bytes) : broken[i]) +
+             " (a copy for TMA can pad gemm_k only)";
+    }
+    OperandStaging& copy = *copies[i];
+    copy.copied = true;
+    copy.inner = m.contiguous_extent;
+    copy.outer = m.outer_extent;
+    copy.inner_padded = m.contiguous_along_k ? staging->gemm_k : copy.inner;
+    copy.outer_padded = m.contiguous_along_k ? copy.outer : staging->gemm_k;
+    copy.ld = round_up(copy.inner_padded, piece);
+    copy.offset = offset;
+    copy.bytes = size_t(round_up(copy.ld * copy.outer_padded * element_bytes, int64_t(kAlignmentBytes)));
+    offset += copy.bytes;
   }
   return {};
 }
 
+// Where the copies start: the workspace's first 16-byte aligned address; in a size query, which has
+// no workspace, an aligned address that nothing dereferences (CUTLASS's can_implement reads only the
+// extents and strides).
+char* staging_area(const GemmCall& call) {
+  const uintptr_t base = call.workspace != nullptr ? reinterpret_cast<uintptr_t>(call.workspace) : uintptr_t(1) << 44;
+  return reinterpret_cast<char*>((base + kAlignmentBytes - 1) / kAlignmentBytes * kAlignmentBytes);
+}
+
+// The call the kernel runs: A and B replaced by their copies, gemm_k by the staging's, and the
+// workspace by what follows the copies. `call` itself where nothing is copied.
+GemmCall staged_call(const GemmCall& call, const Staging& staging) {
+  if (!staging.any()) return call;
+  GemmCall staged = call;
+  char* area = staging_area(call);
+  staged.gemm_k = staging.gemm_k;
+  auto place = [&](const OperandStaging& copy, Matrix* matrix) {
+    if (!copy.copied) return;
+    matrix->data = area + copy.offset;
+    matrix->rows = copy.inner_padded;  // column-major: rows are the contiguous dimension
+    matrix->cols = copy.outer_padded;
+    matrix->ld = copy.ld;
+  };
+  place(staging.a, &staged.a);
+  place(staging.b, &staged.b);
+  const size_t used = call.workspace == nullptr
+                          ? 0
+                          : size_t(area - static_cast<char*>(call.workspace)) + staging.a.bytes + staging.b.bytes;
+  if (call.workspace != nullptr && call.workspace_bytes >= used) {
+    staged.workspace = static_cast<char*>(call.workspace) + used;
+    staged.workspace_bytes = call.workspace_bytes - used;
+  } else {
+    staged.workspace = nullptr;
+    staged.workspace_bytes = 0;
+  }
+  return staged;
+}
+
 // How the kernel can move the call's matrices (cutlass_tile_config.hpp, MatrixMovement), or why no
-// kernel can: TMA where every matrix keeps its rules and the bias and bias gradient are 16-byte
-// aligned (their vector loads and stores); otherwise, with the kernels of EPIGEMM_CUTLASS_UNALIGNED,
-// D, aux and the bias from the registers (any address of their element type), and A and B through
-// TMA where they keep its rules, else through cp.async.
+// kernel can: TMA stores where D, aux and the vectors keep TMA's rules (the bias and the bias gradient
+// 16-byte aligned, for their vector loads and stores), else D, aux and the bias from the registers
+// (any address of their element type); A and B through TMA, from copies in the workspace where they
+// break its rules (staging_of).
 struct Movement {
   bool possible = true;
   cutlass_backend::MatrixMovement kind = cutlass_backend::MatrixMovement::tma;
-  std::string why_not;      // !possible: the rule broken
-  std::string why_not_tma;  // kind != tma: the first TMA rule broken (for the families without such kernels)
+  Staging staging;
+  std::string why_not;             // !possible: the rule broken
+  std::string why_stores_not_tma;  // kind != tma: the first TMA rule D, aux or a vector breaks
 };
 
 Movement matrix_movement_of(const GemmCall& call) {
@@ -227,73 +315,61 @@ Movement matrix_movement_of(const GemmCall& call) {
   const OperandNames& n = call.names;
   const int64_t element_bytes = int64_t(dtype_size(call.a.dtype));
   const bool a_t = call.transa == EPIGEMM_OP_T, b_t = call.transb == EPIGEMM_OP_T;
-  const MatrixOperand loaded[] = {
-      {true, call.a, n.a, a_t ? call.gemm_k : call.gemm_m, a_t ? "gemm_k" : "gemm_m"},
-      {true, call.b, n.b, b_t ? call.gemm_n : call.gemm_k, b_t ? "gemm_n" : "gemm_k"},
+  const MatrixOperand loaded[2] = {
+      {true, call.a, n.a, a_t ? call.gemm_k : call.gemm_m, a_t ? "gemm_k" : "gemm_m", a_t ? call.gemm_m : call.gemm_k,
+       a_t},
+      {true, call.b, n.b, b_t ? call.gemm_n : call.gemm_k, b_t ? "gemm_n" : "gemm_k", b_t ? call.gemm_k : call.gemm_n,
+       !b_t},
   };
   const MatrixOperand stored[] = {
-      {true, call.d, n.d, call.gemm_m, "gemm_m"},
-      {call.has_aux, call.aux, n.aux, call.gemm_m, "gemm_m"},
+      {true, call.d, n.d, call.gemm_m, "gemm_m", call.gemm_n, false},
+      {call.has_aux, call.aux, n.aux, call.gemm_m, "gemm_m", call.gemm_n, false},
   };
-  // The first TMA rule broken: the vectors' alignment, then A, B, D and aux (after the side
-  // operands' dtypes and the int range, which kernel_for checks first).
   Movement movement;
-  bool loads_by_tma = true;
+  // The stores: the vectors' alignment, then D and aux.
   for (const VectorOperand& v : vector_operands(call)) {
-    if (v.present && !aligned(v.vector.data) && movement.why_not_tma.empty()) {
-      movement.why_not_tma =
+    if (v.present && !aligned(v.vector.data) && movement.why_stores_not_tma.empty()) {
+      movement.why_stores_not_tma =
           std::string(v.name) + " is at " + address_text(v.vector.data) + ": not 16-byte aligned";
     }
   }
-  for (const MatrixOperand& m : loaded) {
-    std::string broken = tma_rule_broken(m, element_bytes);
-    if (broken.empty()) continue;
-    loads_by_tma = false;
-    if (movement.why_not_tma.empty()) movement.why_not_tma = std::move(broken);
-  }
   for (const MatrixOperand& m : stored) {
-    if (!m.present || !movement.why_not_tma.empty()) continue;
-    movement.why_not_tma = tma_rule_broken(m, element_bytes);
+    if (!m.present || !movement.why_stores_not_tma.empty()) continue;
+    movement.why_stores_not_tma = tma_rule_broken(m, element_bytes);
   }
-  if (movement.why_not_tma.empty()) return movement;  // TMA
-  if (!cutlass_backend::kUnalignedKernelsBuilt) {
-    movement.possible = false;
-    movement.why_not = movement.why_not_tma;
-    return movement;
-  }
-  // From the registers: D, aux and the bias at any address of their element type (a bias gradient
-  // exists only where the kernels read aux through TMA: the family declines it).
-  auto element_misaligned = [&](const void* data, const char* name) {
-    if (reinterpret_cast<uintptr_t>(data) % uintptr_t(element_bytes) == 0) return false;
-    movement.possible = false;
-    movement.why_not = std::string(name) + " is at " + address_text(data) + ": not aligned to its " +
-                       std::to_string(element_bytes) + "-byte elements";
-    return true;
-  };
-  for (const MatrixOperand& m : stored) {
-    if (m.present && element_misaligned(m.matrix.data, m.name)) return movement;
-  }
-  if (call.has_bias && element_misaligned(call.bias.data, n.bias)) return movement;
-  if (loads_by_tma) {
-    movement.kind = MatrixMovement::tma_loads_register_stores;
-    return movement;
-  }
-  for (const MatrixOperand& m : loaded) {
-    std::string broken = cp_async_rule_broken(m, element_bytes);
-    if (!broken.empty()) {
+  if (!movement.why_stores_not_tma.empty()) {
+    // From the registers: D, aux and the bias at any address of their element type (a bias gradient
+    // exists only where the kernels read aux through TMA: the family declines it).
+    auto element_misaligned = [&](const void* data, const char* name) {
+      if (reinterpret_cast<uintptr_t>(data) % uintptr_t(element_bytes) == 0) return false;
       movement.possible = false;
-      movement.why_not = std::move(broken);
-      return movement;
+      movement.why_not = std::string(name) + " is at " + address_text(data) + ": not aligned to its " +
+                         std::to_string(element_bytes) + "-byte elements";
+      return true;
+    };
+    for (const MatrixOperand& m : stored) {
+      if (m.present && element_misaligned(m.matrix.data, m.name)) return movement;
     }
+    if (call.has_bias && element_misaligned(call.bias.data, n.bias)) return movement;
+    movement.kind = MatrixMovement::tma_loads_register_stores;
   }
-  movement.kind = MatrixMovement::cp_async_loads_register_stores;
+  // The loads.
+  const std::string broken[2] = {tma_rule_broken(loaded[0], element_bytes), tma_rule_broken(loaded[1], element_bytes)};
+  movement.staging.gemm_k = call.gemm_k;
+  if (broken[0].empty() && broken[1].empty()) return movement;
+  std::string not_stageable = staging_of(call, loaded, broken, element_bytes, &movement.staging);
+  if (!not_stageable.empty()) {
+    movement.possible = false;
+    movement.why_not = std::move(not_stageable);
+  }
   return movement;
 }
 
-// The kernel that runs the call: its family's, with the tile the rule picks for the way its matrices
-// can be moved; nullptr with the reason where none. The first reason that applies is the one that
-// says most: the epilogue and layout, then the side operands, then the matrices' alignment.
-const Kernel* kernel_for(const GemmCall& call, const DeviceFacts& device, std::string* why_not) {
+// The kernel that runs the call, with the copies of A and B it needs first (`staging`): its
+// family's, with the tile the rule picks for the extents it runs and the way its matrices can be
+// moved; nullptr with the reason where none. The first reason that applies is the one that says
+// most: the epilogue and layout, then the side operands, then the matrices' alignment.
+const Kernel* kernel_for(const GemmCall& call, const DeviceFacts& device, std::string* why_not, Staging* staging) {
   cutlass_backend::KernelFamily family{};
   const Kernel* kernel = family_kernel_for(call, device, &family, why_not);
   if (kernel == nullptr) return nullptr;
@@ -307,15 +383,21 @@ const Kernel* kernel_for(const GemmCall& call, const DeviceFacts& device, std::s
     *why_not = std::move(movement.why_not);
     return nullptr;
   }
+  *staging = movement.staging;
+  const bool pads_k = staging->gemm_k != call.gemm_k;
   switch (movement.kind) {
-    case cutlass_backend::MatrixMovement::tma: return kernel;
-    case cutlass_backend::MatrixMovement::tma_loads_register_stores:
-    case cutlass_backend::MatrixMovement::cp_async_loads_register_stores: break;
+    case cutlass_backend::MatrixMovement::tma:
+      if (!pads_k) return kernel;
+      break;
+    case cutlass_backend::MatrixMovement::tma_loads_register_stores: break;
   }
-  kernel = cutlass_backend::find_kernel(family, cutlass_backend::tile_config_for(family, call, device, movement.kind),
+  // The tile rules read the extents the kernel runs with.
+  GemmCall extents = call;
+  extents.gemm_k = staging->gemm_k;
+  kernel = cutlass_backend::find_kernel(family, cutlass_backend::tile_config_for(family, extents, device, movement.kind),
                                         call.d.dtype, cutlass_backend::operand_layout(call), call.parts().activation);
   if (kernel == nullptr) {
-    *why_not = movement.why_not_tma + " (this epilogue's kernels need TMA)";
+    *why_not = movement.why_stores_not_tma + " (this epilogue's kernels need TMA)";
   }
   return kernel;
 }
@@ -398,7 +480,8 @@ class CutlassBackend final : public Backend {
   bool usable() const override { return usable_; }
   // The rule: cutlass_tile_config.hpp, auto_priority_for.
   int auto_priority(const GemmCall& call) const override {
-    return cutlass_backend::auto_priority_for(call, device_);
+    const Movement movement = matrix_movement_of(call);
+    return cutlass_backend::auto_priority_for(call, device_, movement.kind, movement.staging.any());
   }
   Support supports(const GemmCall& call) const override;
   size_t workspace_bytes(const GemmCall& call) const override;
@@ -448,36 +531,75 @@ Support CutlassBackend::supports(const GemmCall& call) const {
   const std::string dtypes_broken = main_dtype_rule_broken(call);
   if (!dtypes_broken.empty()) return Support::no(dtypes_broken);
   std::string why_not;
-  const Kernel* kernel = kernel_for(call, device_, &why_not);
+  Staging staging;
+  const Kernel* kernel = kernel_for(call, device_, &why_not, &staging);
   if (kernel == nullptr) return Support::no(why_not);
-  if (prepared_for(kernel, call) != nullptr) return Support::yes();
-  const Status can = kernel->check_can_implement(call, device_, tile_order_of(kernel, call));
+  const GemmCall kernel_call = staged_call(call, staging);
+  // The copies of A and B take workspace that a call sized for an aligned layout may not have: then
+  // another backend runs it (a size query, which asks what the call needs, is answered with them).
+  if (staging.any() && !call.sizing_workspace) {
+    const size_t needed = staging.bytes() + kernel->workspace_bytes(kernel_call, device_, tile_order_of(kernel, kernel_call));
+    if (call.workspace == nullptr || call.workspace_bytes < needed) {
+      return Support::no("the copies of " + std::string(staging.a.copied ? call.names.a : "") +
+                         (staging.a.copied && staging.b.copied ? " and " : "") +
+                         (staging.b.copied ? call.names.b : "") + " that TMA can load need " +
+                         std::to_string(needed) + " bytes of workspace; the call gives " +
+                         std::to_string(call.workspace == nullptr ? size_t(0) : call.workspace_bytes));
+    }
+  }
+  if (prepared_for(kernel, kernel_call) != nullptr) return Support::yes();
+  const Status can = kernel->check_can_implement(kernel_call, device_, tile_order_of(kernel, kernel_call));
   if (!can.ok()) return Support::no(can.message());
   return Support::yes();
 }
 
 size_t CutlassBackend::workspace_bytes(const GemmCall& call) const {
   std::string why_not;
-  const Kernel* kernel = kernel_for(call, device_, &why_not);
+  Staging staging;
+  const Kernel* kernel = kernel_for(call, device_, &why_not, &staging);
   if (kernel == nullptr) return 0;
-  if (const Prepared* prepared = prepared_for(kernel, call)) return prepared->workspace_bytes;
-  return kernel->workspace_bytes(call, device_, tile_order_of(kernel, call));
+  const GemmCall kernel_call = staged_call(call, staging);
+  if (const Prepared* prepared = prepared_for(kernel, kernel_call)) return staging.bytes() + prepared->workspace_bytes;
+  return staging.bytes() + kernel->workspace_bytes(kernel_call, device_, tile_order_of(kernel, kernel_call));
+}
+
+// The copies of A and B (where staged) on the call's stream, then the kernel, which the stream
+// orders after them.
+Status launch_operand_copies(const GemmCall& call, const Staging& staging) {
+  char* area = staging_area(call);
+  const std::pair<const OperandStaging*, const Matrix*> operands[] = {{&staging.a, &call.a}, {&staging.b, &call.b}};
+  for (const auto& [copy, matrix] : operands) {
+    if (!copy->copied) continue;
+    cutlass_backend::OperandCopy c;
+    c.source = matrix->data;
+    c.source_ld = matrix->ld;
+    c.inner = copy->inner;
+    c.outer = copy->outer;
+    c.copy = area + copy->offset;
+    c.copy_ld = copy->ld;
+    c.outer_padded = copy->outer_padded;
+    EPIGEMM_RETURN_IF_ERROR(cutlass_backend::launch_operand_copy(c, call.stream));
+  }
+  return Status();
 }
 
 Status CutlassBackend::run(const GemmCall& call) {
   std::string why_not;
-  const Kernel* kernel = kernel_for(call, device_, &why_not);
+  Staging staging;
+  const Kernel* kernel = kernel_for(call, device_, &why_not, &staging);
   if (kernel == nullptr) return error(EPIGEMM_STATUS_NOT_SUPPORTED, "cutlass declines this call: ", why_not);
-  const cutlass_backend::TileOrder order = tile_order_of(kernel, call);
-  const LaunchKey key = launch_key(kernel, order, call);
+  if (staging.any()) EPIGEMM_RETURN_IF_ERROR(launch_operand_copies(call, staging));
+  const GemmCall kernel_call = staged_call(call, staging);
+  const cutlass_backend::TileOrder order = tile_order_of(kernel, kernel_call);
+  const LaunchKey key = launch_key(kernel, order, kernel_call);
   const auto found = prepared_.find(key);
   if (found != prepared_.end()) return found->second.launch->launch(call.stream);
   std::unique_ptr<cutlass_backend::PreparedLaunch> prepared;
-  EPIGEMM_RETURN_IF_ERROR(kernel->prepare(call, device_, order, &prepared));
+  EPIGEMM_RETURN_IF_ERROR(kernel->prepare(kernel_call, device_, order, &prepared));
   const Status launched = prepared->launch(call.stream);
   if (launched.ok()) {
     if (prepared_.size() >= kMaxPreparedLaunches) prepared_.clear();
-    prepared_.emplace(key, Prepared{std::move(prepared), kernel->workspace_bytes(call, device_, order)});
+    prepared_.emplace(key, Prepared{std::move(prepared), kernel->workspace_bytes(kernel_call, device_, order)});
   }
   return launched;
 }
@@ -506,9 +628,6 @@ const Kernel* kernel_in_family(TileConfig tile, epigemm_dtype_t dtype, OperandLa
   switch (tile) {
     case TileConfig::pingpong_128x128x64_direct_store:
       return kernel_if_instantiated<family, TileConfig::pingpong_128x128x64_direct_store>(dtype, layout, activation);
-    case TileConfig::cooperative_128x128x64_cp_async_direct_store:
-      return kernel_if_instantiated<family, TileConfig::cooperative_128x128x64_cp_async_direct_store>(dtype, layout,
-                                                                                                        activation);
     case TileConfig::cooperative_128x128x64:
       return kernel_if_instantiated<family, TileConfig::cooperative_128x128x64>(dtype, layout, activation);
     case TileConfig::pingpong_128x128x64:

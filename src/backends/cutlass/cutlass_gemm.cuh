@@ -21,7 +21,7 @@
 //                              row sums to the workspace, then a kernel of its own adds them in
 //                              tile order (no atomics: deterministic for a fixed tile shape).
 // The first two also run with the epilogue of cutlass_direct_store_epilogue.cuh, which stores D
-// and aux from the registers (the direct-store configurations, for matrices TMA cannot move):
+// and aux from the registers (the direct-store configuration, for a D, aux or bias TMA cannot move):
 // CollectiveEpilogueOf below picks it where the configuration says kDirectStore.
 #pragma once
 
@@ -228,8 +228,8 @@ struct CutlassGemm {
 
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
-      Element, LayoutA, Config::kOperandAlignment,
-      Element, LayoutB, Config::kOperandAlignment,
+      Element, LayoutA, kTmaAlignmentElements,
+      Element, LayoutB, kTmaAlignmentElements,
       /*ElementAccumulator=*/float, typename Config::TileShape, typename Config::ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,

@@ -12,8 +12,7 @@
 //                                                      linear layer's activation gradient is), every
 //                                                      activation (the identity's derivative is 1, NaN
 //                                                      where aux is NaN: docs/conventions.md): 10
-// The two direct-store configurations (EPIGEMM_CUTLASS_UNALIGNED) instantiate the first two families
-// only. fp32 inputs are not instantiated: nullptr, and the backend declines the call.
+// The direct-store configuration instantiates the first two families only. fp32 inputs are not instantiated: nullptr, and the backend declines the call.
 #pragma once
 
 #include <type_traits>

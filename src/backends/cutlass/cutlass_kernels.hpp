@@ -112,11 +112,7 @@ enum class KernelFamily { linear_combination_bias, forward_activation_aux, backw
 //                                         an epilogue that stores D and aux from the registers
 //                                         (cutlass_direct_store_epilogue.cuh): for D, aux or a bias
 //                                         that TMA cannot store or vector loads cannot read
-//   cooperative_128x128x64_cp_async_direct_store   the cooperative 128 x 128 tile with A and B
-//                                         loaded by cp.async in 4-byte pieces and the same epilogue:
-//                                         for A or B that TMA cannot load (the last two built with
-//                                         EPIGEMM_CUTLASS_UNALIGNED; DEFAULT, BIAS and the forward
-//                                         activation epilogues)
+//                                         (DEFAULT, BIAS and the forward activation epilogues)
 // (The ping-pong tile in clusters, and the cooperative tile with CUTLASS's stream-K scheduler or
 // split-K, were measured and not kept: docs/dev/cutlass_backend.md, "Larger tiles and clusters",
 // "Stream-K", "Split-K for grids of a few dozen tiles" and "The large grids at the full clock and
@@ -133,8 +129,7 @@ enum class TileConfig {
   pingpong_128x128x64_epilogue_64x64_without_source,
   pingpong_64x128x64_without_source,
   cooperative_128x64x64_without_source,
-  pingpong_128x128x64_direct_store,
-  cooperative_128x128x64_cp_async_direct_store
+  pingpong_128x128x64_direct_store
 };
 
 // One compiled kernel. The call passed to each function has been accepted by validate() and by the

@@ -17,29 +17,17 @@
 namespace epigemm {
 namespace cutlass_backend {
 
-// Whether the kernels for matrices that TMA cannot move are built (the CMake option
-// EPIGEMM_CUTLASS_UNALIGNED: the two direct-store configurations below; docs/dev/cutlass_backend.md,
-// "Unaligned matrices: the epilogue from the registers"). Off until auto's rule gives them the calls
-// they win.
-#if defined(EPIGEMM_CUTLASS_UNALIGNED) && EPIGEMM_CUTLASS_UNALIGNED
-constexpr bool kUnalignedKernelsBuilt = true;
-#else
-constexpr bool kUnalignedKernelsBuilt = false;
-#endif
-
 // How a kernel moves the call's matrices, from what their addresses, leading dimensions and extents
-// allow (cutlass_backend.cpp decides it and says why where none does):
-//   tma                             TMA loads A and B and stores D and aux (16-byte aligned base
-//                                   addresses and strides, contiguous extents multiples of 8), the
-//                                   bias read in 16-byte vectors: every tile configuration but the
-//                                   last two
-//   tma_loads_register_stores       TMA loads A and B; D, aux and the bias, which break those rules,
-//                                   are stored and read element by element from the registers
-//                                   (pingpong_128x128x64_direct_store)
-//   cp_async_loads_register_stores  A or B break them too and are loaded by cp.async in 4-byte
-//                                   pieces (4-byte aligned, even strides and contiguous extents)
-//                                   (cooperative_128x128x64_cp_async_direct_store)
-enum class MatrixMovement { tma, tma_loads_register_stores, cp_async_loads_register_stores };
+// allow (cutlass_backend.cpp decides it and says why where none can):
+//   tma                        TMA loads A and B and stores D and aux (16-byte aligned base addresses
+//                              and strides, contiguous extents multiples of 8), the bias read in
+//                              16-byte vectors: every tile configuration but the direct-store one
+//   tma_loads_register_stores  TMA loads A and B; D, aux and the bias, which break those rules, are
+//                              stored and read element by element from the registers
+//                              (pingpong_128x128x64_direct_store)
+// Either way, an A or B that breaks TMA's rules is first copied into the workspace where a copy
+// can keep them (cutlass_staged_operands.hpp).
+enum class MatrixMovement { tma, tma_loads_register_stores };
 
 // Whether a family instantiates a configuration: what tile_config_for below can choose for it, and
 // nothing more. DEFAULT and BIAS run cooperative; the activation epilogues, which have an epilogue
@@ -65,9 +53,7 @@ constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
     case TileConfig::cooperative_256x128x64_cluster_1x2: return family != KernelFamily::linear_combination_bias;
     case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
       return family == KernelFamily::forward_activation_aux;
-    case TileConfig::pingpong_128x128x64_direct_store:
-    case TileConfig::cooperative_128x128x64_cp_async_direct_store:
-      return kUnalignedKernelsBuilt && family != KernelFamily::backward_activation_bgrad;
+    case TileConfig::pingpong_128x128x64_direct_store: return family != KernelFamily::backward_activation_bgrad;
   }
   return false;
 }
@@ -91,8 +77,7 @@ constexpr TileShape tile_shape_of(TileConfig tile) {
     case TileConfig::cooperative_128x64x64_without_source: return {128, 64, 1, 1};
     case TileConfig::cooperative_256x128x64_cluster_1x2:
     case TileConfig::cooperative_256x128x64_cluster_1x2_without_source: return {256, 128, 1, 2};
-    case TileConfig::pingpong_128x128x64_direct_store:
-    case TileConfig::cooperative_128x128x64_cp_async_direct_store: return {128, 128, 1, 1};
+    case TileConfig::pingpong_128x128x64_direct_store: return {128, 128, 1, 1};
   }
   return {128, 128, 1, 1};
 }
@@ -224,8 +209,7 @@ constexpr TileConfig without_source_where_there_is_one(TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64_without_source:
     case TileConfig::pingpong_64x128x64_without_source:
     case TileConfig::cooperative_128x64x64_without_source:
-    case TileConfig::pingpong_128x128x64_direct_store:
-    case TileConfig::cooperative_128x128x64_cp_async_direct_store: return tile;
+    case TileConfig::pingpong_128x128x64_direct_store: return tile;
   }
   return tile;
 }
@@ -285,15 +269,13 @@ inline bool backward_grid_wants_smaller_tile(const GemmCall& call, const DeviceF
   return call.beta == 0.0f && narrow_tiles_at_most_one_per_sm(call, device);
 }
 
-// A call whose matrices TMA cannot move runs on the one configuration of its movement: those
-// kernels have not been measured yet, so no rule of size picks among them.
+// A call whose D, aux or bias TMA cannot move runs on the one direct-store configuration: no rule of
+// size picks among such tiles before the H200 has measured others.
 inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, const DeviceFacts& device,
                                   MatrixMovement movement = MatrixMovement::tma) {
   switch (movement) {
     case MatrixMovement::tma: break;
     case MatrixMovement::tma_loads_register_stores: return TileConfig::pingpong_128x128x64_direct_store;
-    case MatrixMovement::cp_async_loads_register_stores:
-      return TileConfig::cooperative_128x128x64_cp_async_direct_store;
   }
   switch (family) {
     case KernelFamily::forward_activation_aux: {
@@ -430,7 +412,16 @@ inline double backward_gradient_time_ratio(double fill, int64_t gemm_k) {
   return std::exp(kIntercept + kPerLogIdle * std::log(1.0 / std::max(fill, 1e-3)) + kPerShortK * 1024.0 / k);
 }
 
-inline int auto_priority_for(const GemmCall& call, const DeviceFacts& device) {
+// Calls whose matrices TMA cannot move as they are (`movement`, and `copies_operands`: A or B copied
+// for TMA, cutlass_staged_operands.hpp) break the 16-byte rules of cuBLAS's fast kernels too, and
+// cuBLAS runs them far below its speed on the aligned calls beside them: 35 for every epilogue the
+// kernels have, DEFAULT and BIAS included. Measured on the H200 (bf16; docs/dev/cutlass_backend.md,
+// "Unaligned matrices"): the forward pass of three 50257-output layers (D's rows 2-byte aligned),
+// cutlass's DEFAULT and BIAS at 0.17-0.22 of cuBLAS's plain GEMM and its activation epilogues at
+// 0.25-0.38, where the cuda backend took 1.08-1.13.
+inline int auto_priority_for(const GemmCall& call, const DeviceFacts& device,
+                             MatrixMovement movement = MatrixMovement::tma, bool copies_operands = false) {
+  if (movement != MatrixMovement::tma || copies_operands) return 35;
   const EpilogueParts parts = call.parts();
   if (parts.activation == EPIGEMM_ACTIVATION_IDENTITY && !parts.uses_aux()) return 1;  // DEFAULT, BIAS, BGRAD*
   const TileGrid grid = tile_grid_of(call);
@@ -463,8 +454,6 @@ inline const char* tile_config_name(TileConfig tile) {
     case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
       return "cooperative 256x128x64 cluster 1x2x1 without source";
     case TileConfig::pingpong_128x128x64_direct_store: return "pingpong 128x128x64 cluster 1x1x1 direct store";
-    case TileConfig::cooperative_128x128x64_cp_async_direct_store:
-      return "cooperative 128x128x64 cluster 1x1x1 cp.async loads, direct store";
   }
   return "invalid tile configuration";
 }
@@ -502,7 +491,6 @@ struct Cooperative {
   using EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto;
   static constexpr bool kReadsSource = kReadsSourceValue;
   static constexpr bool kDirectStore = false;
-  static constexpr int kOperandAlignment = kTmaAlignmentElements;
 };
 
 // Two consumer warp groups, each with an output tile of its own: while one runs its tile's
@@ -524,28 +512,21 @@ struct Pingpong {
   using EpilogueTile = EpilogueTileShape;
   static constexpr bool kReadsSource = kReadsSourceValue;
   static constexpr bool kDirectStore = false;
-  static constexpr int kOperandAlignment = kTmaAlignmentElements;
 };
 
-// The 128 x 128 tile with the epilogue of cutlass_direct_store_epilogue.cuh, for the matrices TMA
-// cannot move (MatrixMovement): D, aux and the bias read and stored element by element from the
-// registers, with no shared memory, so the main loop keeps all of it; D's old values read the same
-// way where beta != 0 (one kernel for every beta). KernelScheduleType: KernelTmaWarpSpecializedPingpong
-// (A and B through TMA; each consumer warp group's stores then overlap the other's main loop) or
-// KernelCpAsyncWarpSpecializedCooperative (A and B through cp.async in pieces of
-// kOperandAlignmentValue elements, 2 = 4 bytes; cooperative: with no register reallocation in
-// CUTLASS's cp.async kernels, a ping-pong warp group's 128 x 128 fp32 accumulator would leave it
-// too few registers).
-template <class KernelScheduleType, int kOperandAlignmentValue>
+// The 128 x 128 ping-pong tile with the epilogue of cutlass_direct_store_epilogue.cuh, for the D,
+// aux or bias that TMA cannot move (MatrixMovement): they are read and stored element by element from
+// the registers, with no shared memory, so the main loop keeps all of it; D's old values read the
+// same way where beta != 0 (one kernel for every beta). A and B through TMA; each consumer warp
+// group's stores then overlap the other's main loop.
 struct DirectStore {
   using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
-  using KernelSchedule = KernelScheduleType;
+  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
   using EpilogueSchedule = cutlass::epilogue::NoSmemWarpSpecialized;
   using EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto;
   static constexpr bool kReadsSource = true;
   static constexpr bool kDirectStore = true;
-  static constexpr int kOperandAlignment = kOperandAlignmentValue;
 };
 
 // The CUTLASS types of a TileConfig value. (A cluster of two CTAs along gemm_n computes tiles of
@@ -582,11 +563,7 @@ template <>
 struct ConfigOf<TileConfig::cooperative_256x128x64_cluster_1x2_without_source>
     : Cooperative<256, 2, 128, /*kReadsSource=*/false> {};
 template <>
-struct ConfigOf<TileConfig::pingpong_128x128x64_direct_store>
-    : DirectStore<cutlass::gemm::KernelTmaWarpSpecializedPingpong, kTmaAlignmentElements> {};
-template <>
-struct ConfigOf<TileConfig::cooperative_128x128x64_cp_async_direct_store>
-    : DirectStore<cutlass::gemm::KernelCpAsyncWarpSpecializedCooperative, /*4 bytes=*/2> {};
+struct ConfigOf<TileConfig::pingpong_128x128x64_direct_store> : DirectStore {};
 
 // The host's facts (tile_shape_of) and CUTLASS's types must describe the same tiles: the tile
 // order, the tile rule and the row partial sums' layout read the former.
