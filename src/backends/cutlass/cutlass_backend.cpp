@@ -357,7 +357,12 @@ Movement matrix_movement_of(const GemmCall& call) {
   const std::string broken[2] = {tma_rule_broken(loaded[0], element_bytes), tma_rule_broken(loaded[1], element_bytes)};
   movement.staging.gemm_k = call.gemm_k;
   if (broken[0].empty() && broken[1].empty()) return movement;
+#if defined(EPIGEMM_CUTLASS_COPIES_FOR_TMA) && EPIGEMM_CUTLASS_COPIES_FOR_TMA
   std::string not_stageable = staging_of(call, loaded, broken, element_bytes, &movement.staging);
+#else
+  // Built without the copies (EPIGEMM_CUTLASS_COPIES_FOR_TMA=OFF): declined with TMA's rule.
+  std::string not_stageable = broken[0].empty() ? broken[1] : broken[0];
+#endif
   if (!not_stageable.empty()) {
     movement.possible = false;
     movement.why_not = std::move(not_stageable);
