@@ -223,7 +223,7 @@ struct Staging {
 // operands are copied with zeros in the padding: its products are 0 and add nothing, as the zeros
 // that TMA fills past gemm_k in the last k-block add nothing, so the results keep their bits. A
 // contiguous extent gemm_m or gemm_n that is not a multiple of 8 cannot be padded (D's would change).
-std::string staging_of(const GemmCall& call, const MatrixOperand (&loaded)[2], const std::string (&broken)[2],
+[[maybe_unused]] std::string staging_of(const GemmCall& call, const MatrixOperand (&loaded)[2], const std::string (&broken)[2],
                        int64_t element_bytes, Staging* staging) {
   const int64_t piece = int64_t(kAlignmentBytes) / element_bytes;
   staging->gemm_k = call.gemm_k;
