@@ -51,14 +51,6 @@ namespace {
 
 const Target kCutlass{EPIGEMM_BACKEND_CUTLASS, EPIGEMM_MEMORY_DEVICE};
 
-// Whether the backend copies A and B that TMA cannot load (the CMake option
-// EPIGEMM_CUTLASS_COPIES_FOR_TMA); without the copies such calls are declined with TMA's rule.
-#if defined(EPIGEMM_CUTLASS_COPIES_FOR_TMA) && EPIGEMM_CUTLASS_COPIES_FOR_TMA
-constexpr bool kCopiesForTma = true;
-#else
-constexpr bool kCopiesForTma = false;
-#endif
-
 // Every activation: each has a forward and a backward activation kernel (ACT and ACT_BIAS with
 // the identity are DEFAULT and BIAS, and run the linear_combination_bias kernels).
 std::vector<epigemm_activation_t> every_activation() {
@@ -205,41 +197,38 @@ TEST(CutlassSupport, AcceptsItsKernelsAndDeclinesTheRestWithTheReason) {
   probes.push_back({"gemm_m = 17 (D's contiguous extent)",
                     host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 17, 64, 64), nullptr});
   // A (T): 17 vectors of 64 -> 17 x 64; B (N): 64 vectors of 64 -> 64 x 64; 2 bytes each.
-  // Without the copies (EPIGEMM_CUTLASS_COPIES_FOR_TMA=OFF) each of these is declined with TMA's
-  // rule, which names 16 bytes.
-  const char* copied = kCopiesForTma ? nullptr : "16";
   probes.push_back({"gemm_k = 60 (A's and B's contiguous extent in TN)",
-                    host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 60), copied, (64 + 64) * 64 * 2});
+                    host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 60), nullptr, (64 + 64) * 64 * 2});
   probes.push_back({"gemm_k = 61, ACT_AUX_BIAS(silu)",
                     host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_SILU, T, N, 64, 72, 61),
-                    copied, (64 + 72) * 64 * 2});
+                    nullptr, (64 + 72) * 64 * 2});
   // NN: A's contiguous extent is gemm_m, B's gemm_k: both copied, A with 3 zero vectors appended.
   Probe dgrad_odd_k{"gemm_k = 61, DACT_BGRAD(gelu_erf) NN",
                     host_probe_call(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_GELU_ERF, N, N, 64, 32, 61),
-                    copied, 64 * 64 * 2 + 32 * 64 * 2};
+                    nullptr, 64 * 64 * 2 + 32 * 64 * 2};
   probes.push_back(dgrad_odd_k);
   Probe misaligned{"A misaligned by 2 bytes", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 64),
-                   copied, 64 * 64 * 2};
+                   nullptr, 64 * 64 * 2};
   misaligned.call.a.data = static_cast<char*>(misaligned.call.a.data) + 2;
   probes.push_back(misaligned);
   Probe misaligned_by_4{"B misaligned by 4 bytes", host_probe_call(EPIGEMM_EPILOGUE_BIAS, gelu, N, T, 64, 64, 64),
-                        copied, 64 * 64 * 2};
+                        nullptr, 64 * 64 * 2};
   misaligned_by_4.call.b.data = static_cast<char*>(misaligned_by_4.call.b.data) + 4;
   probes.push_back(misaligned_by_4);
-  Probe odd_ld_a{"ld_a = 67", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, N, N, 64, 64, 64), copied,
+  Probe odd_ld_a{"ld_a = 67", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, N, N, 64, 64, 64), nullptr,
                  64 * 64 * 2};
   odd_ld_a.call.a.ld = 67;
   probes.push_back(odd_ld_a);
   Probe a_odd_address{"A at an odd address", host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 64),
-                      kCopiesForTma ? "not aligned to its 2-byte elements" : "not 16-byte aligned"};
+                      "not aligned to its 2-byte elements"};
   a_odd_address.call.a.data = static_cast<char*>(a_odd_address.call.a.data) + 1;
   probes.push_back(a_odd_address);
   probes.push_back({"gemm_m = 60 (A's contiguous extent in NN)",
                     host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, N, N, 60, 64, 64),
-                    kCopiesForTma ? "can pad gemm_k only" : "gemm_m = 60"});
+                    "can pad gemm_k only"});
   Probe copies_without_workspace{"A misaligned, no workspace",
                                  host_probe_call(EPIGEMM_EPILOGUE_DEFAULT, gelu, T, N, 64, 64, 64),
-                                 kCopiesForTma ? "that TMA can load need" : "not 16-byte aligned"};
+                                 "that TMA can load need"};
   copies_without_workspace.call.a.data = static_cast<char*>(copies_without_workspace.call.a.data) + 2;
   copies_without_workspace.sizing = false;
   probes.push_back(copies_without_workspace);
@@ -754,9 +743,9 @@ TEST(CutlassSupport, AutoPriorityDependsOnTheEpilogueAndTheWaves) {
     epigemm::GemmCall shifted = host_probe_call(EPIGEMM_EPILOGUE_BIAS, gelu, N, N, 128 * 24, 128 * 12, 6144);
     EXPECT_EQ(backend->auto_priority(shifted), 1);
     shifted.a.data = static_cast<char*>(shifted.a.data) + 2;
-    EXPECT_EQ(backend->auto_priority(shifted), kCopiesForTma ? 35 : 1);
+    EXPECT_EQ(backend->auto_priority(shifted), 35);
     EXPECT_EQ(backend->auto_priority(host_probe_call(EPIGEMM_EPILOGUE_BIAS, gelu, T, N, 128 * 24, 128 * 2, 1029)),
-              kCopiesForTma ? 35 : 1);
+              35);
   }
   // The same grid on an SM count twice the H200's is half the waves.
   EXPECT_EQ(cb::auto_priority_for(host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, silu, T, N, 128 * 32, 128 * 29, 64),
@@ -872,7 +861,7 @@ TEST(CutlassBackend, UnalignedMatricesThroughCopiesAndTheRegisters) {
     for (const GemmCase& c : kernels(dtype, 137, 200, 72, false)) {
       if (c.transa == T && c.transb == N) run_as_given_and_accumulating(c);
     }
-    if (!kCopiesForTma) continue;  // the cases below need the copies of A and B
+    // A and B copied.
     for (GemmCase c : kernels(dtype, 136, 200, 72, /*backward=*/true)) {
       c.lda = c.a_rows() + 3;
       c.ldb = c.b_rows() + 3;
@@ -885,13 +874,11 @@ TEST(CutlassBackend, UnalignedMatricesThroughCopiesAndTheRegisters) {
     }
   }
   for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_DACT_BGRAD}) {
-    if (!kCopiesForTma) break;
     run_on_cutlass_and_check(ctx, cutlass_case(e, EPIGEMM_ACTIVATION_GELU_TANH, N, N, EPIGEMM_DTYPE_BF16, 136, 64,
                                                50257, index++));
   }
   const int64_t large[][3] = {{2001, 1100, 72}, {1022, 3001, 70}, {50257, 136, 16}};
   for (const auto& shape : large) {
-    if (!kCopiesForTma && shape[2] % 8 != 0) continue;  // A and B copied
     for (epigemm_epilogue_t e : {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_ACT_AUX_BIAS}) {
       run_on_cutlass_and_check(ctx, cutlass_case(e, EPIGEMM_ACTIVATION_GELU_ERF, T, N, EPIGEMM_DTYPE_BF16, shape[0],
                                                  shape[1], shape[2], index++));

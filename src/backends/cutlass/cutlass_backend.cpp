@@ -223,7 +223,7 @@ struct Staging {
 // operands are copied with zeros in the padding: its products are 0 and add nothing, as the zeros
 // that TMA fills past gemm_k in the last k-block add nothing, so the results keep their bits. A
 // contiguous extent gemm_m or gemm_n that is not a multiple of 8 cannot be padded (D's would change).
-[[maybe_unused]] std::string staging_of(const GemmCall& call, const MatrixOperand (&loaded)[2], const std::string (&broken)[2],
+std::string staging_of(const GemmCall& call, const MatrixOperand (&loaded)[2], const std::string (&broken)[2],
                        int64_t element_bytes, Staging* staging) {
   const int64_t piece = int64_t(kAlignmentBytes) / element_bytes;
   staging->gemm_k = call.gemm_k;
@@ -357,12 +357,7 @@ Movement matrix_movement_of(const GemmCall& call) {
   const std::string broken[2] = {tma_rule_broken(loaded[0], element_bytes), tma_rule_broken(loaded[1], element_bytes)};
   movement.staging.gemm_k = call.gemm_k;
   if (broken[0].empty() && broken[1].empty()) return movement;
-#if defined(EPIGEMM_CUTLASS_COPIES_FOR_TMA) && EPIGEMM_CUTLASS_COPIES_FOR_TMA
   std::string not_stageable = staging_of(call, loaded, broken, element_bytes, &movement.staging);
-#else
-  // Built without the copies (EPIGEMM_CUTLASS_COPIES_FOR_TMA=OFF): declined with TMA's rule.
-  std::string not_stageable = broken[0].empty() ? broken[1] : broken[0];
-#endif
   if (!not_stageable.empty()) {
     movement.possible = false;
     movement.why_not = std::move(not_stageable);

@@ -16,8 +16,9 @@
 //
 // It has the interface of CUTLASS's DefaultEpilogue (cutlass/epilogue/collective/
 // default_epilogue.hpp), which CUTLASS's Sm90TmaWarpSpecializedAdapter turns into an epilogue of its
-// warp-specialized sm90 kernels (TMA or cp.async main loops, cooperative or ping-pong): no shared
-// memory, no pipeline of its own, the stores issued by the consumer warp groups themselves.
+// warp-specialized sm90 kernels (ours: the ping-pong kernel with a TMA main loop; A and B that TMA
+// cannot load are copied first, cutlass_staged_operands.hpp): no shared memory, no pipeline of its
+// own, the stores issued by the consumer warp groups themselves.
 #pragma once
 
 #include <cute/tensor.hpp>
