@@ -418,7 +418,11 @@ inline double backward_gradient_time_ratio(double fill, int64_t gemm_k) {
 // kernels have, DEFAULT and BIAS included. Measured on the H200 (bf16; docs/dev/cutlass_backend.md,
 // "Unaligned matrices"): the forward pass of three 50257-output layers (D's rows 2-byte aligned),
 // cutlass's DEFAULT and BIAS at 0.17-0.22 of cuBLAS's plain GEMM and its activation epilogues at
-// 0.25-0.38, where the cuda backend took 1.08-1.13.
+// 0.25-0.38, where the cuda backend took 1.08-1.13; their data gradients (dY and W copied) at
+// 0.42-0.56 (cuda 0.92-1.01); 3001,1022,4094's forward pass (X and W copied, D from the registers)
+// at 0.96-0.98 for DEFAULT and BIAS and 1.29 on geomean for the activation epilogues (cuda 1.32;
+// cuda faster on 8 of 18, by up to 18%: the aux stores from the registers), 14:33 UTC on
+// 2026-12-05 (bench/results/h200-2026-12-05-copies/).
 inline int auto_priority_for(const GemmCall& call, const DeviceFacts& device,
                              MatrixMovement movement = MatrixMovement::tma, bool copies_operands = false) {
   if (movement != MatrixMovement::tma || copies_operands) return 35;
