@@ -15,7 +15,7 @@
 # TILES_LAB_ARGS (the cutlass tile configurations lab's, where the cutlass backend is built;
 # default the public shapes, 10 repetitions).
 # CMAKE_ARGS: further options for the configure step (e.g.
-# "-DEPIGEMM_CUTLASS_ROW_SUMS_TESTED_PER_TILE=ON"); an option once given stays in build-gpu's cache
+# "-DEPIGEMM_WITH_CUTLASS=OFF"); an option once given stays in build-gpu's cache
 # until it is given again with another value.
 # TESTS_ONLY=1: the build, the tests, the demo and the sanitizers, without the benchmark and the lab.
 # DISPATCH_REFRESH=1: afterwards, regenerate src/backends/cublaslt/dispatch_table.inc from this

@@ -23,9 +23,8 @@
 // padding rows of the partials (rows_padded), which nothing reads; its columns past gemm_n must not
 // be: TMA reads the operands' out-of-bounds rows as zeros, and a product with 0 is NaN where the
 // other operand holds an Inf. Every partial that is read gets the same terms in the same order
-// either way, so the results keep their bits. Which of the two the kernels use is the build's
-// choice (EPIGEMM_CUTLASS_ROW_SUMS_TESTED_PER_TILE, docs/dev/cutlass_backend.md, "The row sums'
-// bounds check").
+// either way, so the results keep their bits (docs/dev/cutlass_backend.md, "The row sums' bounds
+// check", has its measurement and its test).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -134,16 +133,8 @@ struct RowPartialSumsTestedPerTile : RowPartialSumsTestedPerElement<CtaTileShape
   }
 };
 
-#ifndef EPIGEMM_CUTLASS_ROW_SUMS_TESTED_PER_TILE
-#define EPIGEMM_CUTLASS_ROW_SUMS_TESTED_PER_TILE 0
-#endif
-template <class CtaTileShapeMNK>
-using RowPartialSums = cute::conditional_t<EPIGEMM_CUTLASS_ROW_SUMS_TESTED_PER_TILE != 0,
-                                           RowPartialSumsTestedPerTile<CtaTileShapeMNK>,
-                                           RowPartialSumsTestedPerElement<CtaTileShapeMNK>>;
-
 // The visitor tree of DeEltActRowPartialSums: CUTLASS's Sm90LinCombDeEltActDePerRowBias with the
-// column-vector reduction (RowPartialSums) writing fp32 partials to partials_ptr.
+// column-vector reduction (RowPartialSumsTestedPerTile) writing fp32 partials to partials_ptr.
 template <int StagesC, int StagesD, int FragmentSize, bool ReuseSmemC, bool DelayTmaStore, class GmemLayoutTagAux,
           template <class> class ActivationFn, class ElementOutput, class ElementAux, class ElementSource,
           class CtaTileShapeMNK, class EpilogueTile, class SmemLayoutAtom, class CopyOpS2R>
@@ -152,14 +143,14 @@ struct FusionCallbacks<epilogue::Sm90TmaWarpSpecialized<StagesC, StagesD, Fragme
                                                                         ElementAux, ElementSource>,
                        CtaTileShapeMNK, EpilogueTile, SmemLayoutAtom, CopyOpS2R>
     : Sm90EVT<Sm90Compute<cutlass::epilogue::thread::Identity, ElementOutput, float, FloatRoundStyle::round_to_nearest>,
-              Sm90EVT<RowPartialSums<CtaTileShapeMNK>,
+              Sm90EVT<RowPartialSumsTestedPerTile<CtaTileShapeMNK>,
                       Sm90LinCombDeEltAct<CtaTileShapeMNK, EpilogueTile, StagesC,
                                           cutlass::gemm::TagToStrideC_t<GmemLayoutTagAux>, SmemLayoutAtom, CopyOpS2R,
                                           ActivationFn, /*ElementOutput=*/float, /*ElementCompute=*/float, ElementAux,
                                           ElementSource, /*ElementScalar=*/float>>> {
   using Impl =
       Sm90EVT<Sm90Compute<cutlass::epilogue::thread::Identity, ElementOutput, float, FloatRoundStyle::round_to_nearest>,
-              Sm90EVT<RowPartialSums<CtaTileShapeMNK>,
+              Sm90EVT<RowPartialSumsTestedPerTile<CtaTileShapeMNK>,
                       Sm90LinCombDeEltAct<CtaTileShapeMNK, EpilogueTile, StagesC,
                                           cutlass::gemm::TagToStrideC_t<GmemLayoutTagAux>, SmemLayoutAtom, CopyOpS2R,
                                           ActivationFn, float, float, ElementAux, ElementSource, float>>>;
