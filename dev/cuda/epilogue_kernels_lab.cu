@@ -10,8 +10,9 @@
 //              the op's library waves, no size rules, the finish kernel as a dependent launch
 //   variants   "library": the library's configuration, waves, size rules and dependent launch
 //              (what launch_tile_kernel runs); "waves<w>": the library's configuration with w
-//              waves and no size rules; "serial": the library's, with the row-sum finish kernel
-//              launched after the tile kernel instead of as its programmatic dependent
+//              waves and no size rules; "serial": the library's, with the tile kernel and the
+//              row-sum finish kernel launched in plain stream order instead of each as the
+//              programmatic dependent of the kernel before it
 //   switches   --version N runs only version N (1..13) or "library"; --waves W, --size-rules 0|1
 //              and --dependent-launch 0|1 then apply to it
 //

@@ -283,6 +283,12 @@ template <TileOp kOp, class Act, bool kVector, int kThreadsX, int kBatch, int kM
           bool kPrefetch, bool kWideAcc, bool kWideAux>
 __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
     tile_kernel(TileArgs args, int64_t columns_per_chunk) {
+  // Launched as a programmatic dependent of the kernel before it on the stream (launch_tile; the
+  // GEMM that wrote acc): wait until that kernel has completed and its writes are visible, before
+  // any global memory is read or written (bias, aux and D may be another kernel's too).
+#if __CUDA_ARCH__ >= 900  // before Hopper the launch is plain stream-ordered: nothing to wait for
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
   using P = Parts<kOp>;
   constexpr int kThreadsY = kBlockThreads / kThreadsX;
   constexpr int kRowsPerTile = kThreadsX * kRowsPerThread;
@@ -468,9 +474,10 @@ inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 
 
 // One launch of a tile kernel over `plan` (block threads_x x 256 / threads_x) and, when the op
 // sums rows, add_row_partials_kernel into row_sums_out (length args.rows, its own dtype). With
-// dependent_launch that kernel is a programmatic dependent of the tile kernel: its launch
-// overlaps the tile kernel's tail (which signals griddepcontrol.launch_dependents after its main
-// loop) instead of starting after it; stream order and CUDA graph capture are kept.
+// dependent_launch each is a programmatic dependent of the kernel before it: the tile kernel's
+// launch overlaps the GEMM's tail (its blocks wait in griddepcontrol.wait), the finish kernel's
+// the tile kernel's (which signals griddepcontrol.launch_dependents after its main loop), instead
+// of each starting after the previous grid; stream order and CUDA graph capture are kept.
 inline Status launch_tile(const void* kernel, int threads_x, const TilePlan& plan, bool sums_rows,
                           const TileArgs& args, void* row_sums_out, epigemm_dtype_t row_sums_dtype,
                           bool dependent_launch, cudaStream_t stream) {
@@ -479,7 +486,16 @@ inline Status launch_tile(const void* kernel, int threads_x, const TilePlan& pla
   int64_t per_chunk = plan.columns_per_chunk;
   TileArgs kernel_args = args;
   void* params[] = {&kernel_args, &per_chunk};
-  const cudaError_t err = cudaLaunchKernel(kernel, grid, block, params, 0, stream);
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = dependent_launch ? 1 : 0;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  const cudaError_t err = cudaLaunchKernelExC(&config, kernel, params);
   if (err != cudaSuccess) {
     return EPIGEMM_BACKEND_ERROR("tile epilogue kernel failed to launch: ", cudaGetErrorString(err));
   }
