@@ -16,6 +16,7 @@
 
 #include <cstdint>
 
+#include "core/dependent_launch.hpp"
 #include "core/dtype.hpp"
 #include "core/status.hpp"
 
@@ -78,15 +79,10 @@ __global__ void __launch_bounds__(kRows * kLanes)
 inline Status launch_add_row_partials(const float* partials, int64_t chunks, int64_t rows, int64_t row_stride,
                                       void* out, epigemm_dtype_t out_dtype, bool dependent_launch,
                                       cudaStream_t stream) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(unsigned((rows + kRowPartialRows - 1) / kRowPartialRows));
-  config.blockDim = dim3(kRowPartialRows, kRowPartialLanes);
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = dependent_launch ? 1 : 0;
-  config.attrs = attribute;
-  config.numAttrs = 1;
+  cudaLaunchAttribute attribute;
+  const cudaLaunchConfig_t config =
+      dependent_launch_config(dim3(unsigned((rows + kRowPartialRows - 1) / kRowPartialRows)),
+                              dim3(kRowPartialRows, kRowPartialLanes), stream, dependent_launch, &attribute);
   const cudaError_t err =
       cudaLaunchKernelEx(&config, add_row_partials_kernel<kRowPartialRows, kRowPartialLanes>, partials, chunks, rows,
                          row_stride, out, out_dtype);

@@ -18,6 +18,7 @@
 
 #include "backends/cuda/epilogue_kernels.hpp"
 #include "backends/cuda/tile_plan.hpp"
+#include "core/dependent_launch.hpp"
 #include "core/epilogue_math.hpp"
 #include "core/row_partial_sums.cuh"
 #include "core/status.hpp"
@@ -486,15 +487,8 @@ inline Status launch_tile(const void* kernel, int threads_x, const TilePlan& pla
   int64_t per_chunk = plan.columns_per_chunk;
   TileArgs kernel_args = args;
   void* params[] = {&kernel_args, &per_chunk};
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = dependent_launch ? 1 : 0;
-  config.attrs = attribute;
-  config.numAttrs = 1;
+  cudaLaunchAttribute attribute;
+  const cudaLaunchConfig_t config = dependent_launch_config(grid, block, stream, dependent_launch, &attribute);
   const cudaError_t err = cudaLaunchKernelExC(&config, kernel, params);
   if (err != cudaSuccess) {
     return EPIGEMM_BACKEND_ERROR("tile epilogue kernel failed to launch: ", cudaGetErrorString(err));
