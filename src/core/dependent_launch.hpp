@@ -1,6 +1,6 @@
 // The launch configuration of a kernel that is, with dependent_launch, a programmatic dependent of
-// the kernel before it on the stream (programmatic stream serialization, Hopper and later; the
-// attribute changes nothing before): its launch may begin before that kernel has completed, so
+// the kernel before it on the stream (programmatic stream serialization, a feature of Hopper and
+// later GPUs; only Hopper GPUs have run it): its launch may begin before that kernel has completed, so
 // the kernel's first instruction is griddepcontrol.wait, which waits for that kernel's completion
 // and the visibility of its writes. Stream order and CUDA graph capture are kept.
 #pragma once
