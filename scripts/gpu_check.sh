@@ -22,8 +22,8 @@
 # run's benchmark (scripts/make_dispatch_table.py), rebuild, run the dispatch and cublaslt/auto
 # tests and the benchmark again with the new table compiled in, for the activations cuBLASLt has
 # (gelu_tanh, relu: the only ones with table rows; results in $OUT/rerun).
-# PACK=1: at the end, pack everything under $OUT into $OUT/gpu-check.tgz (the device tool
-# returns at most 8 files).
+# PACK=1: at the end, pack everything under $OUT into $OUT/gpu-check.tgz (one file to copy back
+# from a remote machine).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
