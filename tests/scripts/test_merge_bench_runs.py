@@ -1,8 +1,10 @@
 """scripts/merge_bench_runs.py on two small benchmark folders: a full run (forward and data
-gradient of one shape) and a later forward-only run of the same shape and of a second shape that
-has no cuBLASLt time. The merged CSV and markdown take the forward rows from the later run, the
-data-gradient rows from the first, and the second shape's row after the first one's; the summary
-is recomputed from the merged rows (auto / plain GEMM, auto / fastest backend, cuBLASLt / auto).
+gradient of one shape) and a later forward-only run of the same shape, of a second shape that
+has no cuBLASLt time and of a third whose rows are not 16-byte multiples. The merged CSV and
+markdown take the forward rows from the later run, the data-gradient rows from the first, and the
+later shapes' rows after the first one's; the summary is recomputed from the merged rows (auto /
+plain GEMM over all cases and over those with 16-byte rows, auto / fastest backend, cuBLASLt /
+auto).
 
     python3 tests/scripts/test_merge_bench_runs.py <repository root>
 """
@@ -16,6 +18,7 @@ import tempfile
 HEADER = ("shape,pass,gemm_m,gemm_n,gemm_k,epilogue,activation,variant,ms,ratio_to_floor,bytes,"
           "bandwidth_tbps_or_tflops,fraction_of_copy,note,shape_set").split(",")
 SHAPE, OTHER = "2048,64,32", "4096,64,32"
+UNALIGNED = "2048,63,32"  # 63 bf16 input features: rows of 126 bytes
 
 
 def rows(shape, pass_name, auto_ms, cutlass_ms, lt_ms):
@@ -57,7 +60,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         first, later = os.path.join(tmp, "full"), os.path.join(tmp, "fprop")
         write_run(first, "2026-01-01 10:00", {(SHAPE, "fprop"): (1.20, 1.20, 1.6), (SHAPE, "dgrad"): (1.10, 1.05, 1.6)})
-        write_run(later, "2026-01-01 10:05", {(SHAPE, "fprop"): (1.05, 1.05, 1.6), (OTHER, "fprop"): (1.02, 1.02, "n/a")})
+        write_run(later, "2026-01-01 10:05", {(SHAPE, "fprop"): (1.05, 1.05, 1.6), (OTHER, "fprop"): (1.02, 1.02, "n/a"),
+                                              (UNALIGNED, "fprop"): (0.5, 0.5, "n/a")})
         out = os.path.join(tmp, "merged")
         run = subprocess.run([sys.executable, os.path.join(root, "scripts", "merge_bench_runs.py"), "--out", out,
                               "--note", "two runs", first, later], capture_output=True, text=True)
@@ -67,9 +71,10 @@ def main():
             check(sum(l.startswith("#") for l in lines) == 2, "the CSV keeps both header lines")
             merged = list(csv.DictReader([l for l in lines if not l.startswith("#")]))
             auto = {(r["shape"], r["pass"]): float(r["ms"]) for r in merged if r["variant"] == "auto"}
-            check(auto == {(SHAPE, "fprop"): 1.05, (SHAPE, "dgrad"): 1.10, (OTHER, "fprop"): 1.02},
+            check(auto == {(SHAPE, "fprop"): 1.05, (SHAPE, "dgrad"): 1.10, (OTHER, "fprop"): 1.02,
+                           (UNALIGNED, "fprop"): 0.5},
                   f"auto rows per shape and pass: {auto}")
-            check(len(merged) == 15, f"{len(merged)} merged rows, expected 15 (5 per case)")
+            check(len(merged) == 20, f"{len(merged)} merged rows, expected 20 (5 per case)")
             md = open(out + ".md").read()
             check(f"| {SHAPE} | fprop | ACT(silu) | 1.0500 |\n| {SHAPE} | dgrad | ACT(silu) | 1.1000 |\n"
                   f"| {OTHER} | fprop | ACT(silu) | 1.0200 |" in md and "1.2000" not in md,
@@ -77,13 +82,16 @@ def main():
             check("date 2026-01-01 10:00 UTC (two runs)," in md, "the note follows the first run's date")
             dispatch = open(out + "-dispatch.md").read()
             check("the program's own line" not in dispatch, "the first run's summary is replaced")
-            geomean = math.exp((math.log(1.05) + math.log(1.10) + math.log(1.02)) / 3)
+            aligned = math.log(1.05) + math.log(1.10) + math.log(1.02)
             lt = math.exp((math.log(1.6 / 1.05) + math.log(1.6 / 1.10)) / 2)
             # fprop: auto 1.05 (not over 1.05), the fastest; dgrad: auto 1.10, over cutlass's 1.05 by
-            # 1.048; the second shape: 1.02, no cuBLASLt time.
-            expected = (f"| public | 3 | {geomean:.3f} | 1 of 3 (1.100) | 0 of 0 (0.000) | 0 (0.000) | "
-                        f"{lt:.3f} (2) | 1 of 3 ({1.10 / 1.05:.3f}) |")
+            # 1.048; the second shape: 1.02, no cuBLASLt time; the third: 0.5 of the plain GEMM, in the
+            # geometric mean over all cases only.
+            expected = (f"| public | 4 | {math.exp((aligned + math.log(0.5)) / 4):.3f} | {math.exp(aligned / 3):.3f} | "
+                        f"1 of 3 (1.100) | 0 of 0 (0.000) | 1 (0.500) | {lt:.3f} (2) | 1 of 4 ({1.10 / 1.05:.3f}) |")
             check(expected in dispatch, f"the recomputed summary row, expected {expected!r} in:\n{dispatch}")
+            overall = f"({math.exp(aligned / 3):.3f} over the 3 whose rows are 16-byte multiples; target <= 1.03)"
+            check(overall in dispatch, f"the overall line, expected {overall!r} in:\n{dispatch}")
     if failures:
         print("FAILED:\n  " + "\n  ".join(failures))
         sys.exit(1)
