@@ -150,15 +150,6 @@ Matrix to_matrix(const epigemm_matrix_t& m) {
   return out;
 }
 
-Vector to_vector(const epigemm_vector_t& v) {
-  Vector out;
-  out.data = v.data;
-  out.dtype = v.dtype;
-  out.length = v.length;
-  out.memory = v.memory;
-  return out;
-}
-
 // Runs `body` (returning Status), records the outcome in the context, converts exceptions.
 template <typename Body>
 epigemm_status_t guarded(epigemm_context_t ctx, Body&& body) {

@@ -30,6 +30,16 @@ struct Vector {
   epigemm_memory_t memory = EPIGEMM_MEMORY_HOST;
 };
 
+// A vector of the C interface as the library holds it.
+inline Vector to_vector(const epigemm_vector_t& v) {
+  Vector out;
+  out.data = v.data;
+  out.dtype = v.dtype;
+  out.length = v.length;
+  out.memory = v.memory;
+  return out;
+}
+
 // The names the caller knows the operands by, for error messages ("W" rather than "A" when the
 // call came through epigemm_linear_fprop).
 struct OperandNames {

@@ -32,15 +32,6 @@ Matrix column_major_view(const epigemm_tensor_t& t) {
   return m;
 }
 
-Vector vector_of(const epigemm_vector_t& v) {
-  Vector out;
-  out.data = v.data;
-  out.dtype = v.dtype;
-  out.length = v.length;
-  out.memory = v.memory;
-  return out;
-}
-
 // Present, and valid in its own row-major terms (rows, cols, row_stride), so that a bad tensor is
 // reported as the caller wrote it rather than as its column-major view.
 Status require_tensor(const epigemm_tensor_t* t, const char* name, const char* pass) {
@@ -201,11 +192,11 @@ Status map_layer_to_gemm(LayerPass pass, const LayerTensors& t, GemmCall* call) 
   }
   if (t.bias) {
     call->has_bias = true;
-    call->bias = vector_of(*t.bias);
+    call->bias = to_vector(*t.bias);
   }
   if (t.bias_grad) {
     call->has_bias_grad = true;
-    call->bias_grad = vector_of(*t.bias_grad);
+    call->bias_grad = to_vector(*t.bias_grad);
   }
   return Status();
 }
