@@ -125,7 +125,8 @@ def summary(rows):
             continue
         if math.isnan(x):
             continue
-        t = tallies.setdefault(r["shape_set"], dict(cases=0, log=0.0, aligned=0, log_aligned=0.0, large=0, large_over=0, worst_large=0.0,
+        t = tallies.setdefault(r["shape_set"], dict(cases=0, log=0.0, aligned=0, log_aligned=0.0, large=0,
+                                                     large_over=0, worst_large=0.0,
                                                      small=0, small_over=0, worst_small=0.0, unaligned=0,
                                                      worst_unaligned=0.0, over_best=0, worst_best=0.0,
                                                      lt=0, log_lt=0.0))
