@@ -585,16 +585,15 @@ std::string dispatch_summary_by_shape_set(const std::vector<Row>& rows, std::map
     t.log_floor += std::log(x);
     // bf16 rows of in and out features: every operand's leading dimension is one of the two.
     const bool aligned = (in * 2) % 16 == 0 && (out * 2) % 16 == 0;
+    if (aligned) t.log_floor_aligned += std::log(x);
     if (!aligned) {
       ++t.unaligned;
       t.worst_unaligned = std::max(t.worst_unaligned, x);
     } else if (tokens >= 2048) {
-      t.log_floor_aligned += std::log(x);
       ++t.large;
       t.large_over += x > 1.05 ? 1 : 0;
       t.worst_large = std::max(t.worst_large, x);
     } else {
-      t.log_floor_aligned += std::log(x);
       ++t.small_aligned;
       t.small_over += x > 1.10 ? 1 : 0;
       t.worst_small = std::max(t.worst_small, x);

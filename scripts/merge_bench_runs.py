@@ -132,18 +132,18 @@ def summary(rows):
                                                      lt=0, log_lt=0.0))
         t["cases"] += 1
         t["log"] += math.log(x)
-        if (in_f * 2) % 16 or (out_f * 2) % 16:
+        aligned = (in_f * 2) % 16 == 0 and (out_f * 2) % 16 == 0
+        if aligned:
+            t["aligned"] += 1
+            t["log_aligned"] += math.log(x)
+        if not aligned:
             t["unaligned"] += 1
             t["worst_unaligned"] = max(t["worst_unaligned"], x)
         elif tokens >= 2048:
-            t["aligned"] += 1
-            t["log_aligned"] += math.log(x)
             t["large"] += 1
             t["large_over"] += x > 1.05
             t["worst_large"] = max(t["worst_large"], x)
         else:
-            t["aligned"] += 1
-            t["log_aligned"] += math.log(x)
             t["small"] += 1
             t["small_over"] += x > 1.10
             t["worst_small"] = max(t["worst_small"], x)
