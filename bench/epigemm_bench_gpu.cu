@@ -544,17 +544,22 @@ std::vector<epigemm_activation_t> parse_activations(const std::string& list) {
 
 // The times of one epilogue case's paths (NAN where a path did not run), from its `auto` row, and
 // the fastest of epigemm's three GPU backends: what the dispatch table and its summary compare.
+// `best` counts only the paths that compute the contract's result, those auto may run: the cublaslt
+// backend's gelu_tanh epilogues are cuBLASLt's own GELU (docs/dispatch.md, "The decision table"),
+// which `best_any` counts too. Both start from cuda's time (NAN without it).
 struct CaseTimes {
-  double cuda, cublaslt, cutlass, lt_fused, best;
+  double cuda, cublaslt, cutlass, lt_fused, best, best_any;
 };
 CaseTimes case_times(const Row& auto_row, std::map<std::string, const Row*>& by_key) {
   const std::string key = auto_row.shape + "|" + auto_row.pass + "|" + auto_row.epilogue + "|";
   auto ms_of = [&](const char* variant) { return by_key.count(key + variant) ? by_key[key + variant]->ms : NAN; };
-  CaseTimes t{ms_of("cuda"), ms_of("cublaslt"), ms_of("cutlass"), ms_of("lt_fused"), NAN};
+  CaseTimes t{ms_of("cuda"), ms_of("cublaslt"), ms_of("cutlass"), ms_of("lt_fused"), NAN, NAN};
+  const bool cublaslt_is_the_contract = auto_row.activation != "gelu_tanh";
   t.best = t.cuda;
-  for (const double other : {t.cublaslt, t.cutlass}) {
+  for (const double other : {cublaslt_is_the_contract ? t.cublaslt : NAN, t.cutlass}) {
     if (!std::isnan(other)) t.best = std::min(t.best, other);
   }
+  t.best_any = std::isnan(t.cublaslt) ? t.best : std::min(t.best, t.cublaslt);
   return t;
 }
 
@@ -564,14 +569,16 @@ CaseTimes case_times(const Row& auto_row, std::map<std::string, const Row*>& by_
 // GEMM itself is several times slower than on the aligned shapes beside them, and those cases say
 // how much faster than cuBLAS such a layer runs, not what its epilogue costs; cases of at least
 // 2048 tokens over 1.05; smaller ones whose rows are multiples of 16 bytes over 1.10; the others
-// reported), over the fastest backend (over 1.03), and cuBLASLt's fused epilogue over auto
+// reported), over the fastest backend (over 1.03; of those that compute the contract's result, and
+// with cuBLASLt's own GELU counted), and cuBLASLt's fused epilogue over auto
 // (geometric mean where cuBLASLt has the epilogue). A markdown table, one row per set.
 std::string dispatch_summary_by_shape_set(const std::vector<Row>& rows, std::map<std::string, const Row*>& by_key,
                                           std::map<std::string, std::string>& set_of_shape) {
   struct Tally {
-    int cases = 0, large = 0, large_over = 0, small_aligned = 0, small_over = 0, unaligned = 0, over_best = 0, lt_cases = 0;
+    int cases = 0, large = 0, large_over = 0, small_aligned = 0, small_over = 0, unaligned = 0, over_best = 0,
+        over_best_any = 0, lt_cases = 0;
     double log_floor = 0, log_floor_aligned = 0, log_lt = 0, worst_large = 0, worst_small = 0, worst_unaligned = 0,
-           worst_best = 0;
+           worst_best = 0, worst_best_any = 0;
   };
   std::map<std::string, Tally> tallies;
   for (const Row& r : rows) {
@@ -598,9 +605,13 @@ std::string dispatch_summary_by_shape_set(const std::vector<Row>& rows, std::map
       t.small_over += x > 1.10 ? 1 : 0;
       t.worst_small = std::max(t.worst_small, x);
     }
-    const double over_best = r.ms / times.best;
-    t.over_best += over_best > 1.03 ? 1 : 0;
-    t.worst_best = std::max(t.worst_best, over_best);
+    if (!std::isnan(times.best)) {
+      const double over_best = r.ms / times.best, over_best_any = r.ms / times.best_any;
+      t.over_best += over_best > 1.03 ? 1 : 0;
+      t.worst_best = std::max(t.worst_best, over_best);
+      t.over_best_any += over_best_any > 1.03 ? 1 : 0;
+      t.worst_best_any = std::max(t.worst_best_any, over_best_any);
+    }
     if (!std::isnan(times.lt_fused)) {
       t.log_lt += std::log(times.lt_fused / r.ms);
       ++t.lt_cases;
@@ -612,8 +623,9 @@ std::string dispatch_summary_by_shape_set(const std::vector<Row>& rows, std::map
        "geometric mean >= 1.06; auto / best <= 1.03 on every case of the held-out part):\n\n"
     << "| shape set | epilogue cases | auto / plain GEMM, geomean | the same, rows 16-byte multiples | "
        ">= 2048 tokens: over 1.05 (worst) | < 2048 tokens, aligned: over 1.10 (worst) | "
-       "rows not 16-byte multiples (worst) | cuBLASLt fused / auto, geomean (cases) | auto / best over 1.03 (worst) |\n"
-    << "|---|---|---|---|---|---|---|---|---|\n";
+       "rows not 16-byte multiples (worst) | cuBLASLt fused / auto, geomean (cases) | auto / best over 1.03 (worst) | "
+       "the same, cuBLASLt's own GELU counted (worst) |\n"
+    << "|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& [name, t] : tallies) {
     const int aligned_cases = t.large + t.small_aligned;
     o << "| " << name << " | " << t.cases << " | " << fmt(std::exp(t.log_floor / t.cases)) << " | "
@@ -621,7 +633,8 @@ std::string dispatch_summary_by_shape_set(const std::vector<Row>& rows, std::map
       << " of " << t.large << " (" << fmt(t.worst_large) << ") | " << t.small_over << " of " << t.small_aligned << " ("
       << fmt(t.worst_small) << ") | " << t.unaligned << " (" << fmt(t.worst_unaligned) << ") | "
       << fmt(t.lt_cases ? std::exp(t.log_lt / t.lt_cases) : NAN) << " (" << t.lt_cases << ") | " << t.over_best
-      << " of " << t.cases << " (" << fmt(t.worst_best) << ") |\n";
+      << " of " << t.cases << " (" << fmt(t.worst_best) << ") | " << t.over_best_any << " of " << t.cases << " ("
+      << fmt(t.worst_best_any) << ") |\n";
   }
   return o.str();
 }
@@ -1321,7 +1334,9 @@ int main(int argc, char** argv) {
   // fused epilogue called directly, over every epilogue case but DEFAULT ----
   std::ostringstream dmd;
   dmd << "# epigemm dispatch: auto against cuda, cublaslt, cutlass and cuBLASLt fused (bf16)\n\n" << header.str() << ".\n\n"
-      << "`auto / best` = auto's time over the fastest of the cuda, cublaslt and cutlass backends (target <= 1.03). "
+      << "`auto / best` = auto's time over the fastest of the cuda, cublaslt and cutlass backends that compute the "
+         "contract's result (target <= 1.03): on the gelu_tanh epilogues the cublaslt backend runs cuBLASLt's own GELU, "
+         "not the contract's, and is not counted there (its time is in the table; the summary also counts it). "
          "`lt / auto` = cuBLASLt's fused epilogue called directly over auto (> 1: auto is faster; n/a where "
          "cuBLASLt has no such epilogue).\n\n"
       << "| shape (tok,in,out) | pass | epilogue | cuda ms | cublaslt ms | cutlass ms | lt fused ms | auto ms | auto ran | auto / best | lt / auto |\n"

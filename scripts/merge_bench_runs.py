@@ -129,7 +129,7 @@ def summary(rows):
                                                      large_over=0, worst_large=0.0,
                                                      small=0, small_over=0, worst_small=0.0, unaligned=0,
                                                      worst_unaligned=0.0, over_best=0, worst_best=0.0,
-                                                     lt=0, log_lt=0.0))
+                                                     over_best_any=0, worst_best_any=0.0, lt=0, log_lt=0.0))
         t["cases"] += 1
         t["log"] += math.log(x)
         aligned = (in_f * 2) % 16 == 0 and (out_f * 2) % 16 == 0
@@ -147,24 +147,27 @@ def summary(rows):
             t["small"] += 1
             t["small_over"] += x > 1.10
             t["worst_small"] = max(t["worst_small"], x)
-        # As case_times: the fastest backend starting from cuda's time (no cuda time: no best, and the
-        # case counts in no auto / best figure).
-        best = ms(r, "cuda")
-        for other in (ms(r, "cublaslt"), ms(r, "cutlass")):
-            if not math.isnan(other):
-                best = min(best, other) if not math.isnan(best) else best
-        if not math.isnan(best):
-            over = auto_ms / best
-            t["over_best"] += over > 1.03
-            t["worst_best"] = max(t["worst_best"], over)
+        # As case_times: the fastest backend that computes the contract's result, starting from cuda's
+        # time (no cuda time: no best, and the case counts in no auto / best figure); the cublaslt
+        # backend's gelu_tanh epilogues are cuBLASLt's own GELU, counted only in the second figure.
+        cuda, cublaslt, cutlass = ms(r, "cuda"), ms(r, "cublaslt"), ms(r, "cutlass")
+        if not math.isnan(cuda):
+            best = min([cuda] + [x for x in (cutlass,) if not math.isnan(x)] +
+                       [x for x in (cublaslt,) if not math.isnan(x) and r["activation"] != "gelu_tanh"])
+            best_any = min([best] + [x for x in (cublaslt,) if not math.isnan(x)])
+            for suffix, fastest in (("", best), ("_any", best_any)):
+                over = auto_ms / fastest
+                t["over_best" + suffix] += over > 1.03
+                t["worst_best" + suffix] = max(t["worst_best" + suffix], over)
         lt = ms(r, "lt_fused")
         if not math.isnan(lt):
             t["lt"] += 1
             t["log_lt"] += math.log(lt / auto_ms)
     lines = ["| shape set | epilogue cases | auto / plain GEMM, geomean | the same, rows 16-byte multiples | "
              ">= 2048 tokens: over 1.05 (worst) | < 2048 tokens, aligned: over 1.10 (worst) | "
-             "rows not 16-byte multiples (worst) | cuBLASLt fused / auto, geomean (cases) | auto / best over 1.03 (worst) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "rows not 16-byte multiples (worst) | cuBLASLt fused / auto, geomean (cases) | auto / best over 1.03 (worst) | "
+             "the same, cuBLASLt's own GELU counted (worst) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     total = dict(cases=0, log=0.0, aligned=0, log_aligned=0.0, lt=0, log_lt=0.0)
     worst_best = 0.0
     for name in sorted(tallies):
@@ -178,7 +181,8 @@ def summary(rows):
                      f"{t['large_over']} of {t['large']} ({t['worst_large']:.3f}) | "
                      f"{t['small_over']} of {t['small']} ({t['worst_small']:.3f}) | "
                      f"{t['unaligned']} ({t['worst_unaligned']:.3f}) | {lt} ({t['lt']}) | "
-                     f"{t['over_best']} of {t['cases']} ({t['worst_best']:.3f}) |")
+                     f"{t['over_best']} of {t['cases']} ({t['worst_best']:.3f}) | "
+                     f"{t['over_best_any']} of {t['cases']} ({t['worst_best_any']:.3f}) |")
     overall = (f"Over all {total['cases']} epilogue cases: auto / plain GEMM {geomean(total['log'], total['cases'])} "
                f"({geomean(total['log_aligned'], total['aligned'])} over the {total['aligned']} whose rows are 16-byte "
                f"multiples; target <= 1.03), worst auto / best {worst_best:.3f} (target <= 1.03); over the {total['lt']} "
