@@ -3,6 +3,7 @@ epigemm can read (_arrays.py). The meaning of each is docs/conventions.md; docs/
 how arrays map to it."""
 
 import enum
+import math
 import threading
 
 from . import _epigemm as _c
@@ -242,6 +243,20 @@ def _flag(value, name):
     raise invalid(f"{name} is {value!r}; expected False/True or 'N'/'T'")
 
 
+# The largest finite float32: alpha and beta are float32 in the C API.
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _scalar(value, name):
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise invalid(f"{name} is {value!r}; expected a real number") from None
+    if math.isfinite(x) and abs(x) > _FLOAT32_MAX:
+        raise invalid(f"{name} is {value!r}; expected a magnitude float32 holds (at most {_FLOAT32_MAX:.8g})")
+    return x
+
+
 def gemm(A, B, D=None, *, transa=False, transb=False, alpha=1.0, beta=0.0, epilogue="default",
          activation="gelu_tanh", bias=None, aux=None, bias_grad=None, allow_tf32=False,
          backend="auto", stream=None):
@@ -258,12 +273,17 @@ def gemm(A, B, D=None, *, transa=False, transb=False, alpha=1.0, beta=0.0, epilo
     lib = adapter(A)
     device = lib.device_of(A)
     ta, tb = _flag(transa, "transa"), _flag(transb, "transb")
+    alpha, beta = _scalar(alpha, "alpha"), _scalar(beta, "beta")
+    ep = None
     if isinstance(epilogue, str):
         ep = _EPILOGUES.get(epilogue.lower())
-        if ep is None:
-            raise invalid(f"epilogue is {epilogue!r}; expected one of {', '.join(_EPILOGUES)}")
-    else:
-        ep = Epilogue(epilogue)
+    elif not isinstance(epilogue, bool):
+        try:
+            ep = Epilogue(epilogue)
+        except (TypeError, ValueError):
+            pass
+    if ep is None:
+        raise invalid(f"epilogue is {epilogue!r}; expected an Epilogue or one of {', '.join(_EPILOGUES)}")
     # Column-major rows x cols of A and B: the reverse of their row-major shapes.
     a_rows, a_cols = _dim(A, 1), _dim(A, 0)
     b_rows, b_cols = _dim(B, 1), _dim(B, 0)
@@ -288,6 +308,6 @@ def gemm(A, B, D=None, *, transa=False, transb=False, alpha=1.0, beta=0.0, epilo
     stream = _stream_of(lib, stream, device)
     ctx = _context(device)
     _run(ctx, ctx.gemm, lib, device, stream,
-         (A, B, D, ta, tb, float(alpha), float(beta), int(ep), act, bias, aux, ep in _WRITES_AUX,
+         (A, B, D, ta, tb, alpha, beta, int(ep), act, bias, aux, ep in _WRITES_AUX,
           bias_grad, _backend_code(backend), bool(allow_tf32), stream))
     return D if extra is None else (D, extra)

@@ -153,12 +153,21 @@ class Operands {
   bool layer(nb::handle h, const char* name, bool output, int max_dims, epigemm_tensor_t* t) {
     ArrayView v;
     if (!read(h, name, output, &v)) return false;
-    if (v.ndim == 0 || v.ndim > max_dims) {
+    if (v.ndim == 0 || v.ndim > max_dims || (max_dims == 2 && v.ndim != 2)) {
       error = std::string(name) + " has " + std::to_string(v.ndim) + " dimensions; expected " +
               (max_dims == 2 ? "2" : "at least 1 ([..., features])");
       return false;
     }
     const int64_t cols = v.shape[v.ndim - 1];
+    int64_t rows = 1;
+    for (int i = 0; i < v.ndim - 1; ++i) rows *= v.shape[i];
+    // An array without elements: nothing is read or written, and its strides say nothing (NumPy
+    // gives 0 for them), so the rows are taken as packed.
+    if (rows == 0 || cols == 0) {
+      *t = epigemm_tensor_t{v.data, static_cast<epigemm_dtype_t>(v.dtype), rows, cols, std::max<int64_t>(cols, 1),
+                            EPIGEMM_MEMORY_HOST};
+      return true;
+    }
     if (v.strides[v.ndim - 1] != 1 && cols > 1) {
       error = std::string(name) + " has shape " + dims(v.shape, v.ndim) + " and strides " +
               dims(v.strides, v.ndim) + " (elements); expected a unit stride in the last "
@@ -167,12 +176,19 @@ class Operands {
     }
     // The row stride is the stride of the innermost leading dimension longer than 1; every outer
     // one must step over whole blocks of the inner ones.
-    int64_t rows = 1, row_stride = -1, span = 0;
+    bool found_row_stride = false;
+    int64_t row_stride = std::max<int64_t>(cols, 1), span = 0;
     for (int i = v.ndim - 2; i >= 0; --i) {
-      rows *= v.shape[i];
       if (v.shape[i] == 1) continue;
-      if (row_stride < 0) {
+      if (!found_row_stride) {
+        found_row_stride = true;
         row_stride = v.strides[i];
+        if (row_stride < 0) {
+          error = std::string(name) + " has shape " + dims(v.shape, v.ndim) + " and strides " +
+                  dims(v.strides, v.ndim) + " (elements); expected rows at increasing addresses "
+                  "(a positive row stride): make it contiguous first";
+          return false;
+        }
       } else if (v.strides[i] != span) {
         error = std::string(name) + " has shape " + dims(v.shape, v.ndim) + " and strides " +
                 dims(v.strides, v.ndim) + " (elements): its leading dimensions cannot be "
@@ -181,7 +197,6 @@ class Operands {
       }
       span = v.strides[i] * v.shape[i];
     }
-    if (row_stride < 0) row_stride = std::max<int64_t>(cols, 1);
     *t = epigemm_tensor_t{v.data, static_cast<epigemm_dtype_t>(v.dtype), rows, cols, row_stride,
                           EPIGEMM_MEMORY_HOST};
     return true;
@@ -197,6 +212,11 @@ class Operands {
       return false;
     }
     const int64_t r = v.shape[0], c = v.shape[1];
+    if (r == 0 || c == 0) {  // no elements: strides that say nothing (as in layer())
+      *m = epigemm_matrix_t{v.data, static_cast<epigemm_dtype_t>(v.dtype), c, r, std::max<int64_t>(c, 1),
+                            EPIGEMM_MEMORY_HOST};
+      return true;
+    }
     if (v.strides[1] != 1 && c > 1) {
       error = std::string(name) + " has shape " + dims(v.shape, 2) + " and strides " +
               dims(v.strides, 2) + " (elements); expected a unit stride in the last dimension "
@@ -501,11 +521,13 @@ class Context {
     const epigemm_memory_t mem = ops.memory();
     dY.memory = W.memory = P.memory = dX.memory = G.memory = mem;
     if (int status = begin(ops, backend, allow_tf32)) return status;
-    // Through an activation the previous layer's pre-activation is needed (DACT); without one
-    // (activation None) the plain data gradient runs, and bias_grad then needs preact anyway
-    // (the library says so).
-    if (activation != kIdentity && !has_pre) {
-      own_error_ = std::string("preact is missing with activation ") + activation_name(activation) +
+    // Through an activation the previous layer's pre-activation is needed (DACT), and so it is for
+    // that layer's bias gradient (DACT_BGRAD, the identity's included); without either
+    // (activation None) the plain data gradient runs.
+    if ((activation != kIdentity || has_grad) && !has_pre) {
+      own_error_ = std::string("preact is missing with ") +
+                   (activation != kIdentity ? std::string("activation ") + activation_name(activation)
+                                            : std::string("bias_grad")) +
                    "; expected the previous layer's saved pre-activation [tokens, in_features]";
       return EPIGEMM_STATUS_INVALID_VALUE;
     }
@@ -517,8 +539,8 @@ class Context {
     }
     return run(mem, [&] {
       if (!has_pre) {
-        return epigemm_linear_dgrad(ctx_, &dY, &W, nullptr, has_grad ? &G : nullptr, &dX, ws,
-                                    ws_bytes, reinterpret_cast<void*>(stream));
+        return epigemm_linear_dgrad(ctx_, &dY, &W, nullptr, nullptr, &dX, ws, ws_bytes,
+                                    reinterpret_cast<void*>(stream));
       }
       return epigemm_linear_dgrad_act(ctx_, &dY, &W, static_cast<epigemm_activation_t>(activation),
                                       &P, has_grad ? &G : nullptr, &dX, ws, ws_bytes,

@@ -326,6 +326,76 @@ def test_non_contiguous_arrays():
                  lambda: epigemm.linear_fprop(X, W, b, out=sentinel((6, 3))))
 
 
+def test_negative_strides_are_refused_and_nothing_is_written():
+    """Rows at decreasing addresses (a reversed view) are refused, inputs and outputs alike: read
+    as packed rows they would be read and written outside the array."""
+    X, W = np.arange(12, dtype=np.float32).reshape(4, 3), np.eye(3, dtype=np.float32)
+    out = sentinel((4, 3))
+    expect_error(epigemm.InvalidValueError, r"X has shape \(4, 3\) and strides \(-3, 1\).*positive row stride",
+                 lambda: epigemm.linear_fprop(X[::-1], W, out=out), out)
+    expect_error(epigemm.InvalidValueError, r"W has shape \(3, 3\) and strides \(-3, 1\)",
+                 lambda: epigemm.linear_fprop(X, W[::-1], out=out), out)
+    X3 = np.arange(24, dtype=np.float32).reshape(2, 4, 3)
+    expect_error(epigemm.InvalidValueError, r"X has shape \(2, 4, 3\) and strides \(12, -3, 1\)",
+                 lambda: epigemm.linear_fprop(X3[:, ::-1], W))
+    base = sentinel((12, 3))
+    expect_error(epigemm.InvalidValueError, r"out has shape \(4, 3\) and strides \(-3, 1\)",
+                 lambda: epigemm.linear_fprop(X, W, out=base[4:8][::-1]), base)
+    dX = sentinel((8, 3))
+    expect_error(epigemm.InvalidValueError, r"out has shape \(4, 3\) and strides \(-6, 1\)",
+                 lambda: epigemm.linear_dgrad(X, W, out=dX[::-2]), dX)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_empty_features_follow_the_degenerate_sizes(dtype):
+    """NumPy gives arrays without elements zero strides; the calls still mean what
+    conventions.md's degenerate sizes say: in_features = 0 (gemm_k = 0) gives Y = act(bias),
+    out_features = 0 an empty Y, and the bias gradients of empty sums are zeros."""
+    rng = rng_for("empty", dtype)
+    bias = random(rng, (5,), dtype)
+    X, W = np.zeros((4, 0), np_dtype(dtype)), np.zeros((5, 0), np_dtype(dtype))
+    Y, pre = epigemm.linear_fprop(X, W, bias, activation="relu")
+    np.testing.assert_array_equal(f64(pre), np.broadcast_to(f64(bias), (4, 5)))
+    np.testing.assert_array_equal(f64(Y), np.maximum(np.broadcast_to(f64(bias), (4, 5)), 0.0))
+    assert epigemm.linear_fprop(random(rng, (4, 3), dtype), np.zeros((0, 3), np_dtype(dtype))).shape == (4, 0)
+    dW, g = epigemm.linear_wgrad(X, random(rng, (4, 5), dtype), bias_grad=True)
+    assert dW.shape == (5, 0) and g.shape == (5,)
+    dX, g = epigemm.linear_dgrad(np.zeros((4, 0), np_dtype(dtype)), np.zeros((0, 6), np_dtype(dtype)),
+                                 preact=random(rng, (4, 6), dtype), activation="silu", bias_grad=True)
+    np.testing.assert_array_equal(f64(dX), np.zeros((4, 6)))
+    np.testing.assert_array_equal(f64(g), np.zeros(6))
+    D = epigemm.gemm(np.empty((0, 3), np_dtype(dtype)), np.empty((4, 0), np_dtype(dtype)))  # gemm_k = 0
+    np.testing.assert_array_equal(f64(D), np.zeros((4, 3)))
+
+
+def test_weights_must_be_two_dimensional():
+    X = np.ones((4, 3), np.float32)
+    out = sentinel((4, 1))
+    expect_error(epigemm.InvalidValueError, "W has 1 dimensions; expected 2",
+                 lambda: epigemm.linear_fprop(X, np.ones(3, np.float32), out=out), out)
+    g = sentinel((4,))
+    expect_error(epigemm.InvalidValueError, "out has 1 dimensions; expected 2",
+                 lambda: epigemm.linear_wgrad(X, np.ones((4, 4), np.float32), out=g), g)
+
+
+def test_python_arguments_raise_epigemm_errors():
+    A = np.ones((3, 4), np.float32)
+    for epilogue in (42, "bias_grad", 1.5, True):
+        with pytest.raises(epigemm.InvalidValueError, match="epilogue is .*; expected an Epilogue or one of"):
+            epigemm.gemm(A, A, transb=True, epilogue=epilogue)
+    with pytest.raises(epigemm.InvalidValueError, match="alpha is 'x'; expected a real number"):
+        epigemm.gemm(A, A, transb=True, alpha="x")
+    with pytest.raises(epigemm.InvalidValueError, match="alpha is 1j; expected a real number"):
+        epigemm.gemm(A, A, transb=True, alpha=1j)
+    with pytest.raises(epigemm.InvalidValueError, match=r"beta is 1e\+300; expected a magnitude float32 holds"):
+        epigemm.gemm(A, A, np.zeros((3, 3), np.float32), transb=True, beta=1e300)
+    assert epigemm.gemm(A, A, transb=True, epilogue=int(epigemm.Epilogue.DEFAULT))[0, 0] == 3.0
+    dX, g = sentinel((3, 4)), sentinel((4,))
+    expect_error(epigemm.InvalidValueError, "preact is missing with bias_grad",
+                 lambda: epigemm.linear_dgrad(np.ones((3, 2), np.float32), np.ones((2, 4), np.float32),
+                                              bias_grad=g, out=dX), dX, g)
+
+
 def test_read_only_output_is_refused():
     rng = np.random.default_rng(8)
     X, W = random(rng, (3, 4), "float32"), random(rng, (2, 4), "float32")
