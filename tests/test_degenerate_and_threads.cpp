@@ -159,6 +159,7 @@ struct DegenerateCall {
   epigemm_op_t transa, transb;
   epigemm_epilogue_t epilogue;
   float beta;
+  float alpha = 1.0f;
   Buffer a, b, d, aux, bias, bias_grad;
 
   DegenerateCall(Target t, int64_t m_, int64_t n_, int64_t k_, epigemm_op_t ta, epigemm_op_t tb,
@@ -196,7 +197,7 @@ struct DegenerateCall {
     epigemm_gemm_desc_t desc = nullptr;
     EXPECT_EQ(epigemm_gemm_desc_create(&desc), EPIGEMM_STATUS_SUCCESS);
     epigemm_gemm_desc_set_transpose(desc, transa, transb);
-    epigemm_gemm_desc_set_scalars(desc, 1.0f, beta);
+    epigemm_gemm_desc_set_scalars(desc, alpha, beta);
     epigemm_gemm_desc_set_epilogue(desc, epilogue);
     epigemm_gemm_desc_set_bias(desc, reads_bias(epilogue) ? &BIAS : nullptr);
     epigemm_gemm_desc_set_aux(desc, writes_aux(epilogue) || reads_aux(epilogue) ? &AUX : nullptr);
@@ -287,45 +288,53 @@ TEST_F(Degenerate, EmptyProductWritesNothingButNonEmptyBiasGradients) {
 }
 
 // gemm_k = 0: acc = beta * D_old, then the epilogue as usual; BGRADB's bias_grad is all zeros.
+// After a call without a product (gemm_k = 0, or alpha = 0): D, aux and DGELU_BGRAD's sums are the
+// epilogue of acc = beta D_old (d_old and aux_in: the buffers before the call).
+void expect_epilogue_of_beta_times_d(DegenerateCall& c, const std::vector<float>& d_old,
+                                     const std::vector<float>& aux_in) {
+  const epigemm_epilogue_t e = c.epilogue;
+  const std::vector<float>& d = c.d.read();
+  const std::vector<float>& aux = c.aux.read();
+  const std::vector<float>& bias = c.bias.read();
+  std::vector<double> row_sums(size_t(c.m), 0.0);
+  for (int64_t j = 0; j < c.n; ++j) {
+    for (int64_t i = 0; i < c.m; ++i) {
+      const size_t at = size_t(i + j * c.m);
+      const double acc = double(c.beta) * d_old[at];
+      double z = acc, out = acc;
+      if (reads_bias(e)) z = acc + bias[size_t(i)];
+      if (writes_aux(e)) {
+        out = gelu(z);
+        EXPECT_TRUE(near(aux[at], z)) << "aux(" << i << "," << j << ") = " << aux[at] << ", expected " << z;
+      } else if (reads_aux(e)) {
+        out = acc * gelu_grad(aux_in[at]);
+      } else {
+        out = z;
+      }
+      row_sums[size_t(i)] += out;
+      EXPECT_TRUE(near(d[at], out)) << "D(" << i << "," << j << ") = " << d[at] << ", expected " << out;
+    }
+  }
+  if (e == EPIGEMM_EPILOGUE_DGELU_BGRAD) {
+    const std::vector<float>& bg = c.bias_grad.read();
+    for (int64_t i = 0; i < c.m; ++i) {
+      EXPECT_TRUE(near(bg[size_t(i)], row_sums[size_t(i)])) << "bias_grad[" << i << "]";
+    }
+  }
+}
+
 TEST_F(Degenerate, EmptyInnerDimensionIsBetaTimesDThenEpilogue) {
   for (const Target& target : usable_targets(ctx_)) {
     for (epigemm_epilogue_t e : kAllEpilogues) {
       for (const float beta : {0.0f, 0.5f}) {
         for (epigemm_op_t transa : {N, T}) {
-          const int64_t m = 4, n = 5;
-          DegenerateCall c(target, m, n, 0, transa, T, e, beta);
+          const int64_t n = 5;
+          DegenerateCall c(target, 4, n, 0, transa, T, e, beta);
           SCOPED_TRACE(describe(c));
           const std::vector<float> d_old(c.d.read().begin(), c.d.read().end());
           const std::vector<float> aux_in(c.aux.read().begin(), c.aux.read().end());
           if (!run(c)) continue;
-          const std::vector<float>& d = c.d.read();
-          const std::vector<float>& aux = c.aux.read();
-          const std::vector<float>& bias = c.bias.read();
-          std::vector<double> row_sums(size_t(m), 0.0);
-          for (int64_t j = 0; j < n; ++j) {
-            for (int64_t i = 0; i < m; ++i) {
-              const size_t at = size_t(i + j * m);
-              const double acc = double(beta) * d_old[at];
-              double z = acc, out = acc;
-              if (reads_bias(e)) z = acc + bias[size_t(i)];
-              if (writes_aux(e)) {
-                out = gelu(z);
-                EXPECT_TRUE(near(aux[at], z)) << "aux(" << i << "," << j << ") = " << aux[at] << ", expected " << z;
-              } else if (reads_aux(e)) {
-                out = acc * gelu_grad(aux_in[at]);
-              } else {
-                out = z;
-              }
-              row_sums[size_t(i)] += out;
-              EXPECT_TRUE(near(d[at], out)) << "D(" << i << "," << j << ") = " << d[at] << ", expected " << out;
-            }
-          }
-          if (e == EPIGEMM_EPILOGUE_DGELU_BGRAD) {
-            const std::vector<float>& bg = c.bias_grad.read();
-            for (int64_t i = 0; i < m; ++i) {
-              EXPECT_TRUE(near(bg[size_t(i)], row_sums[size_t(i)])) << "bias_grad[" << i << "]";
-            }
-          }
+          expect_epilogue_of_beta_times_d(c, d_old, aux_in);
           if (e == EPIGEMM_EPILOGUE_BGRADB) {
             const std::vector<float>& bg = c.bias_grad.read();
             for (int64_t j = 0; j < n; ++j) EXPECT_EQ(bg[size_t(j)], 0.0f) << "bias_grad[" << j << "]";
@@ -402,6 +411,36 @@ TEST_F(Degenerate, BetaZeroNeverReadsD) {
         if (writes_bias_grad(e)) {
           const std::vector<float>& bg = c.bias_grad.read();
           for (size_t i = 0; i < bg.size(); ++i) EXPECT_TRUE(std::isfinite(bg[i])) << "bias_grad[" << i << "]";
+        }
+      }
+    }
+  }
+}
+
+// alpha = 0 leaves the product out, as in BLAS (docs/conventions.md, "alpha = 0"): with NaN in
+// every element of A and B, D, aux and DGELU_BGRAD's sums are the epilogue of beta D_old on every
+// backend; BGRADB and BGRADA still sum their operand (NaN here).
+TEST_F(Degenerate, AlphaZeroLeavesTheProductOut) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const Target& target : usable_targets(ctx_)) {
+    for (epigemm_epilogue_t e : kAllEpilogues) {
+      for (const float beta : {0.0f, 0.5f}) {
+        for (epigemm_op_t transa : {N, T}) {
+          DegenerateCall c(target, 4, 5, 3, transa, T, e, beta);
+          c.alpha = 0.0f;
+          for (Buffer* operand : {&c.a, &c.b}) {
+            for (size_t i = 0; i < operand->size(); ++i) (*operand)[i] = nan;
+            operand->upload();
+          }
+          SCOPED_TRACE(describe(c) + " alpha=0");
+          const std::vector<float> d_old(c.d.read().begin(), c.d.read().end());
+          const std::vector<float> aux_in(c.aux.read().begin(), c.aux.read().end());
+          if (!run(c)) continue;
+          expect_epilogue_of_beta_times_d(c, d_old, aux_in);
+          if (e == EPIGEMM_EPILOGUE_BGRADB || e == EPIGEMM_EPILOGUE_BGRADA) {
+            const std::vector<float>& bg = c.bias_grad.read();
+            for (size_t i = 0; i < bg.size(); ++i) EXPECT_TRUE(std::isnan(bg[i])) << "bias_grad[" << i << "]";
+          }
         }
       }
     }

@@ -331,8 +331,11 @@ epigemm_status_t epigemm_classic_gemm(epigemm_context_t ctx, const epigemm_matri
 
 /* The workspace epigemm_classic_gemm needs for these arguments (the same ones, without workspace
  * and stream). What counts is which of bias / pre_gelu_out have data (any non-NULL pointer),
- * the shapes, dtypes, transposes, grad and accumulate; not the addresses. Refuses what the call
- * would refuse, with the same message. */
+ * the shapes, dtypes, transposes, grad and accumulate, and, as for epigemm_gemm_workspace_size,
+ * the addresses where they decide which backend runs the call (an operand below the alignment
+ * a backend's kernels need is declined by it) or what it copies: ask with the operands the call
+ * will use (epigemm_linear_workspace_size reads the sizes only). Refuses what the call would
+ * refuse, with the same message. */
 EPIGEMM_API
 epigemm_status_t epigemm_classic_gemm_workspace_size(
     epigemm_context_t ctx, const epigemm_matrix_t *A, const epigemm_matrix_t *B,

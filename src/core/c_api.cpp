@@ -566,6 +566,24 @@ epigemm_status_t epigemm_linear_workspace_size(epigemm_context_t ctx, int64_t to
       return epigemm::invalid("tokens / in_features / out_features are ", tokens, " / ",
                               in_features, " / ", out_features, "; expected values >= 0");
     }
+    // The arguments by their own names (the tensors below are this function's, not the caller's).
+    if (!epigemm::dtype_valid(dtype)) {
+      return epigemm::invalid("dtype is ", int(dtype), "; expected f32 (0), f16 (1) or bf16 (2)");
+    }
+    if (memory != EPIGEMM_MEMORY_HOST && memory != EPIGEMM_MEMORY_DEVICE) {
+      return epigemm::invalid("memory is ", int(memory), "; expected host (0) or device (1)");
+    }
+    const struct {
+      const char* name;
+      int64_t rows, cols;
+      const char* cols_name;
+    } layer_tensors[] = {{"a [tokens, in_features] tensor", tokens, in_features, "in_features"},
+                         {"a [tokens, out_features] tensor", tokens, out_features, "out_features"},
+                         {"an [out_features, in_features] tensor", out_features, in_features, "in_features"}};
+    for (const auto& t : layer_tensors) {
+      EPIGEMM_RETURN_IF_ERROR(
+          epigemm::check_span(t.name, t.cols, t.rows, std::max<int64_t>(t.cols, 1), t.cols_name, dtype));
+    }
     // Distinct, aligned, never dereferenced addresses: only the sizes matter here.
     auto fake = [](int slot) { return reinterpret_cast<void*>(uintptr_t(slot + 1) << 44); };
     auto tensor = [&](int slot, int64_t rows, int64_t cols) {

@@ -10,6 +10,26 @@
 #include "core/validate.hpp"
 
 namespace epigemm {
+namespace {
+
+// alpha = 0 never reads A and B for the product, as in BLAS (docs/conventions.md, "alpha = 0"):
+// acc = beta D_old, the empty product, which every backend runs as gemm_k = 0 (NaN or Inf in A or B
+// then reach nothing). BGRADB and BGRADA read an operand for its sum and keep gemm_k; each backend
+// leaves their product out itself. `storage` holds the changed call where there is one.
+const GemmCall& without_product_where_alpha_is_zero(const GemmCall& call, GemmCall* storage) {
+  if (call.alpha != 0.0f || call.gemm_k == 0) return call;
+  switch (call.parts().bias_grad) {
+    case BiasGradPart::columns_of_b:
+    case BiasGradPart::rows_of_a: return call;
+    case BiasGradPart::none:
+    case BiasGradPart::rows_of_gradient: break;
+  }
+  *storage = call;
+  storage->gemm_k = 0;
+  return *storage;
+}
+
+}  // namespace
 
 Context::Context() : backends_(create_backends()) {}
 
@@ -106,25 +126,31 @@ std::string Selection::text() const {
 Status Context::workspace_bytes(const GemmCall& call, size_t* bytes) const {
   Backend* backend = nullptr;
   Selection why;
-  GemmCall query = call;
+  GemmCall storage;
+  GemmCall query = without_product_where_alpha_is_zero(call, &storage);
   query.sizing_workspace = true;
   EPIGEMM_RETURN_IF_ERROR(select(query, &backend, &why));
   *bytes = backend->workspace_bytes(query);
   return Status();
 }
 
-Status Context::execute(const GemmCall& call) {
-  EPIGEMM_RETURN_IF_ERROR(validate_gemm_call(call));
+Status Context::execute(const GemmCall& validated) {
+  EPIGEMM_RETURN_IF_ERROR(validate_gemm_call(validated));
+  GemmCall storage;
+  const GemmCall& call = without_product_where_alpha_is_zero(validated, &storage);
   Backend* backend = nullptr;
   // The choice goes into a scratch record first: a call that fails leaves the last successful
   // call's choice in place. The record's string keeps its capacity across calls.
   EPIGEMM_RETURN_IF_ERROR(select(call, &backend, &scratch_selection_));
   const size_t needed = backend->workspace_bytes(call);
   if (call.workspace_bytes < needed || (needed > 0 && call.workspace == nullptr)) {
-    return error(EPIGEMM_STATUS_INSUFFICIENT_WORKSPACE, "workspace has ",
-                 call.workspace == nullptr ? size_t(0) : call.workspace_bytes, " bytes; backend ",
-                 backend_name(backend->id()), " needs ", needed,
-                 " bytes for this call (ask epigemm_gemm_workspace_size)");
+    const std::string given = call.workspace == nullptr && call.workspace_bytes > 0
+                                  ? "workspace is NULL with workspace_bytes = " + std::to_string(call.workspace_bytes)
+                                  : "workspace has " + std::to_string(call.workspace == nullptr ? size_t(0)
+                                                                                                 : call.workspace_bytes) +
+                                        " bytes";
+    return error(EPIGEMM_STATUS_INSUFFICIENT_WORKSPACE, given, "; backend ", backend_name(backend->id()), " needs ",
+                 needed, " bytes for this call (ask epigemm_gemm_workspace_size)");
   }
   EPIGEMM_RETURN_IF_ERROR(backend->run(call));
   std::swap(last_selection, scratch_selection_);

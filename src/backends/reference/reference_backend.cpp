@@ -135,9 +135,13 @@ Status ReferenceBackend::run_with(const GemmCall& call, Activation) const {
     for (int64_t i = 0; i < m; ++i) {
       double dot = 0.0;
       for (int64_t p = 0; p < k; ++p) dot += opa[size_t(i * k + p)] * opb_column[size_t(p)];
-      double acc = double(call.alpha) * dot;
-      // beta = 0 does not read D: an uninitialized (even NaN) D is fine then, as in BLAS.
-      if (call.beta != 0.0f) acc += double(call.beta) * load(call.d.data, call.d.dtype, at(call.d, i, j));
+      // alpha = 0 leaves the product out and beta = 0 does not read D, as in BLAS: NaN in A or B
+      // then reaches nothing, and an uninitialized (even NaN) D is fine (docs/conventions.md).
+      // (The dispatcher runs alpha = 0 as gemm_k = 0 but for the operand sums of BGRADB and BGRADA.)
+      const double scaled_d =
+          call.beta != 0.0f ? double(call.beta) * load(call.d.data, call.d.dtype, at(call.d, i, j)) : 0.0;
+      double acc = call.alpha == 0.0f ? scaled_d : double(call.alpha) * dot;
+      if (call.alpha != 0.0f && call.beta != 0.0f) acc += scaled_d;
 
       double out = acc;
       if (parts.backward()) {
