@@ -143,6 +143,14 @@ def _dim(a, axis):
     return shape[axis] if len(shape) == 2 else 0
 
 
+def _same_tokens(a, a_name, b, b_name):
+    """b's leading dimensions (its tokens) are a's: the library sees only their product."""
+    sa, sb = _shape(a), _shape(b)
+    if sa and sb and tuple(sa[:-1]) != tuple(sb[:-1]):
+        raise invalid(f"{b_name} has shape {tuple(sb)}; expected the leading dimensions of {a_name} "
+                      f"{tuple(sa)}: {tuple(sa[:-1])}")
+
+
 def linear_fprop(X, W, bias=None, *, activation=None, save_preact=True, out=None, preact_out=None,
                  backend="auto", allow_tf32=False, stream=None):
     """Y[..., out] = act(X[..., in] W[out, in]^T + bias[out]).
@@ -169,6 +177,10 @@ def linear_fprop(X, W, bias=None, *, activation=None, save_preact=True, out=None
     if out is None:
         rows_shape = _rows_shape(X, _dim(W, 0))
         out = lib.empty_like_rows(X, rows_shape)
+    else:
+        _same_tokens(X, "X", out, "out")
+    if preact_out is not None:
+        _same_tokens(X, "X", preact_out, "preact_out")
     if act:
         # Without save_preact and preact_out the pre-activation is not written at all (ACT_BIAS).
         if preact_out is None and save_preact:
@@ -199,6 +211,10 @@ def linear_dgrad(dY, W, *, preact=None, activation=None, bias_grad=False, out=No
     in_features = _dim(W, 1)
     if out is None:
         out = lib.empty_like_rows(dY, _rows_shape(dY, in_features))
+    else:
+        _same_tokens(dY, "dY", out, "out")
+    if preact is not None:
+        _same_tokens(dY, "dY", preact, "preact")
     if bias_grad is True:
         bias_grad = lib.empty_like_rows(dY, (in_features,))
     elif bias_grad is False:
@@ -219,6 +235,7 @@ def linear_wgrad(X, dY, *, out=None, accumulate=False, bias_grad=False, backend=
     lib = adapter(X)
     device = lib.device_of(X)
     out_features = (_shape(dY) or (0,))[-1]
+    _same_tokens(X, "X", dY, "dY")
     if out is None:
         if accumulate:
             raise invalid("accumulate=True without out; expected the dW to add to")

@@ -368,6 +368,26 @@ def test_empty_features_follow_the_degenerate_sizes(dtype):
     np.testing.assert_array_equal(f64(D), np.zeros((4, 3)))
 
 
+def test_leading_dimensions_of_outputs_and_tokens_must_match():
+    """The library sees the product of the leading dimensions (the tokens); the layout of the
+    tokens is checked here: an out= of other leading dimensions is refused, not filled."""
+    rng = np.random.default_rng(9)
+    X, W = random(rng, (2, 3, 4), "float32"), random(rng, (5, 4), "float32")
+    out = sentinel((3, 2, 5))
+    expect_error(epigemm.InvalidValueError, r"out has shape \(3, 2, 5\); expected the leading dimensions of X "
+                 r"\(2, 3, 4\): \(2, 3\)", lambda: epigemm.linear_fprop(X, W, out=out), out)
+    pre = sentinel((6, 5))
+    expect_error(epigemm.InvalidValueError, "preact_out has shape \\(6, 5\\)",
+                 lambda: epigemm.linear_fprop(X, W, activation="relu", preact_out=pre), pre)
+    dY = random(rng, (3, 2, 5), "float32")
+    expect_error(epigemm.InvalidValueError, "dY has shape \\(3, 2, 5\\); expected the leading dimensions of X",
+                 lambda: epigemm.linear_wgrad(X, dY))
+    dX = sentinel((6, 4))
+    expect_error(epigemm.InvalidValueError, "out has shape \\(6, 4\\); expected the leading dimensions of dY",
+                 lambda: epigemm.linear_dgrad(dY, W, out=dX), dX)
+    assert epigemm.linear_fprop(X, W, out=np.empty((2, 3, 5), np.float32)).shape == (2, 3, 5)
+
+
 def test_weights_must_be_two_dimensional():
     X = np.ones((4, 3), np.float32)
     out = sentinel((4, 1))
