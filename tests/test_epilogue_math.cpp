@@ -485,4 +485,58 @@ TEST(Numeric, HalfRoundsToNearestEvenWithSubnormals) {
   }
 }
 
+// The reference backend keeps acc in double and rounds it once into the output's dtype: a double
+// just above (below) the midpoint of two neighbouring halves or bf16 values rounds up (down) even
+// where the nearest float is the midpoint itself, and the midpoint to the even one.
+TEST(Numeric, DoublesRoundOnceToHalfAndBf16) {
+  for (const epigemm_dtype_t dtype : {EPIGEMM_DTYPE_F16, EPIGEMM_DTYPE_BF16}) {
+    const bool half = dtype == EPIGEMM_DTYPE_F16;
+    const uint32_t largest_finite = half ? 0x7bffu : 0x7f7fu;
+    auto value = [&](uint32_t bits) {
+      return half ? double(epigemm::half_to_float({uint16_t(bits)})) : double(epigemm::bf16_to_float({uint16_t(bits)}));
+    };
+    auto stored = [&](double d) {
+      uint16_t out[2] = {0, 0};  // room for the f32 branch the compiler sees
+      epigemm::store_from_double(out, dtype, 0, d);
+      return uint32_t(out[0]);
+    };
+    for (uint32_t low = 0; low < largest_finite; ++low) {
+      const double a = value(low), b = value(low + 1), mid = (a + b) / 2;  // exact in double
+      const double nudge = std::ldexp(mid, -40);
+      ASSERT_EQ(stored(mid + nudge), low + 1) << std::hex << "above the midpoint after 0x" << low;
+      ASSERT_EQ(stored(mid - nudge), low) << std::hex << "below the midpoint after 0x" << low;
+      ASSERT_EQ(stored(mid), (low & 1u) ? low + 1 : low) << std::hex << "the midpoint after 0x" << low;
+      ASSERT_EQ(stored(-(mid + nudge)), (low + 1) | 0x8000u) << std::hex << low;
+    }
+  }
+  // f32 outputs: the nearest float.
+  float f = 0.0f;
+  epigemm::store_from_double(&f, EPIGEMM_DTYPE_F32, 0, 1.0 + std::ldexp(1.0, -30));
+  EXPECT_EQ(f, 1.0f);
+}
+
+TEST(ReferenceBackend, RoundsTheDoubleAccumulatorOnce) {
+  // f16: 1 x 1 + 1 x 2^-11 + 2^-24 x 2^-16 = 1 + 2^-11 + 2^-40, just above the midpoint of 1 and
+  // the next half (1 + 2^-10): 0x3c01. Rounded through the nearest float (1 + 2^-11, the midpoint)
+  // it would be 0x3c00.
+  const epigemm::Half a[3] = {epigemm::float_to_half(1.0f), epigemm::float_to_half(1.0f),
+                              epigemm::float_to_half(std::ldexp(1.0f, -24))};
+  const epigemm::Half b[3] = {epigemm::float_to_half(1.0f), epigemm::float_to_half(std::ldexp(1.0f, -11)),
+                              epigemm::float_to_half(std::ldexp(1.0f, -16))};
+  uint16_t d = 0;
+  epigemm_context_t ctx = nullptr;
+  ASSERT_EQ(epigemm_context_create(&ctx), EPIGEMM_STATUS_SUCCESS);
+  epigemm_gemm_desc_t desc = nullptr;
+  ASSERT_EQ(epigemm_gemm_desc_create(&desc), EPIGEMM_STATUS_SUCCESS);
+  ASSERT_EQ(epigemm_gemm_desc_set_backend(desc, EPIGEMM_BACKEND_REFERENCE), EPIGEMM_STATUS_SUCCESS);
+  const epigemm_matrix_t A{const_cast<epigemm::Half*>(a), EPIGEMM_DTYPE_F16, 1, 3, 1, EPIGEMM_MEMORY_HOST};
+  const epigemm_matrix_t B{const_cast<epigemm::Half*>(b), EPIGEMM_DTYPE_F16, 3, 1, 3, EPIGEMM_MEMORY_HOST};
+  const epigemm_matrix_t D{&d, EPIGEMM_DTYPE_F16, 1, 1, 1, EPIGEMM_MEMORY_HOST};
+  EXPECT_EQ(epigemm_gemm(ctx, desc, &A, &B, &D, nullptr, 0, nullptr), EPIGEMM_STATUS_SUCCESS)
+      << epigemm_context_last_error(ctx);
+  EXPECT_EQ(d, 0x3c01);
+  epigemm_gemm_desc_destroy(desc);
+  epigemm_context_destroy(ctx);
+}
+
 }  // namespace

@@ -4,6 +4,7 @@
 // cuda_bf16.h, which round the same way.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -96,6 +97,21 @@ inline float load_as_float(const void* data, epigemm_dtype_t dtype, int64_t inde
   return f;
 }
 
+// A double rounded to float toward zero, with the lowest significand bit set where that dropped
+// anything ("round to odd"). Rounding that float to half or bf16 to nearest even then gives the
+// double rounded once (float keeps at least 2 bits more than twice theirs: 24 >= 2 x 11 + 2), where
+// rounding through the nearest float could round twice (a tie the first rounding made).
+inline float double_to_float_round_to_odd(double d) {
+  float f = float(d);  // nearest even; NaN stays NaN, beyond float's range Inf
+  if (double(f) == d || d != d) return f;
+  if (std::fabs(double(f)) > std::fabs(d)) f = std::nextafter(f, 0.0f);  // toward zero
+  uint32_t bits = 0;
+  std::memcpy(&bits, &f, 4);
+  bits |= 1u;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 // Rounds a float to the dtype (nearest even) and stores it as element `index`, through memcpy as
 // load_as_float.
 inline void store_from_float(void* data, epigemm_dtype_t dtype, int64_t index, float value) {
@@ -115,6 +131,16 @@ inline void store_from_float(void* data, epigemm_dtype_t dtype, int64_t index, f
       break;
   }
   std::memcpy(bytes + index * 4, &value, 4);
+}
+
+// Rounds a double once to the dtype (nearest even) and stores it as element `index`.
+inline void store_from_double(void* data, epigemm_dtype_t dtype, int64_t index, double value) {
+  switch (dtype) {
+    case EPIGEMM_DTYPE_F16:
+    case EPIGEMM_DTYPE_BF16: store_from_float(data, dtype, index, double_to_float_round_to_odd(value)); return;
+    case EPIGEMM_DTYPE_F32: break;
+  }
+  store_from_float(data, dtype, index, float(value));
 }
 
 }  // namespace epigemm

@@ -102,7 +102,7 @@ Status ReferenceBackend::run_with(const GemmCall& call, Activation) const {
       for (int64_t p = 0; p < k; ++p) {
         sum += op_element(call.b, call.transb, p, j);
       }
-      store_from_float(call.bias_grad.data, call.bias_grad.dtype, j, float(sum));
+      store_from_double(call.bias_grad.data, call.bias_grad.dtype, j, sum);
     }
   }
   if (parts.bias_grad == BiasGradPart::rows_of_a) {
@@ -111,7 +111,7 @@ Status ReferenceBackend::run_with(const GemmCall& call, Activation) const {
       for (int64_t p = 0; p < k; ++p) {
         sum += op_element(call.a, call.transa, i, p);
       }
-      store_from_float(call.bias_grad.data, call.bias_grad.dtype, i, float(sum));
+      store_from_double(call.bias_grad.data, call.bias_grad.dtype, i, sum);
     }
   }
 
@@ -150,16 +150,16 @@ Status ReferenceBackend::run_with(const GemmCall& call, Activation) const {
         if (row_sums_of_g) row_sums[size_t(i)] += out;
       } else {
         const double z = parts.reads_bias() ? acc + load(call.bias.data, call.bias.dtype, i) : acc;
-        if (parts.writes_aux()) store_from_float(call.aux.data, call.aux.dtype, at(call.aux, i, j), float(z));
+        if (parts.writes_aux()) store_from_double(call.aux.data, call.aux.dtype, at(call.aux, i, j), z);
         out = Activation::forward(z);
       }
-      store_from_float(call.d.data, call.d.dtype, at(call.d, i, j), float(out));
+      store_from_double(call.d.data, call.d.dtype, at(call.d, i, j), out);
     }
   }
 
   if (row_sums_of_g) {
     for (int64_t i = 0; i < m; ++i) {
-      store_from_float(call.bias_grad.data, call.bias_grad.dtype, i, float(row_sums[size_t(i)]));
+      store_from_double(call.bias_grad.data, call.bias_grad.dtype, i, row_sums[size_t(i)]);
     }
   }
   return Status();
