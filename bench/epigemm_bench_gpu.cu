@@ -65,6 +65,7 @@
 #include "core/validate.hpp"
 #include "epigemm/epigemm.h"
 #include "harness/cuda_timing.cuh"
+#include "harness/dispatch_summary.hpp"
 #include "harness/layer_shapes.hpp"
 
 namespace {
@@ -542,101 +543,9 @@ std::vector<epigemm_activation_t> parse_activations(const std::string& list) {
 
 }  // namespace
 
-// The times of one epilogue case's paths (NAN where a path did not run), from its `auto` row, and
-// the fastest of epigemm's three GPU backends: what the dispatch table and its summary compare.
-// `best` counts only the paths that compute the contract's result, those auto may run: the cublaslt
-// backend's gelu_tanh epilogues are cuBLASLt's own GELU (docs/dispatch.md, "The decision table"),
-// which `best_any` counts too. Both start from cuda's time (NAN without it).
-struct CaseTimes {
-  double cuda, cublaslt, cutlass, lt_fused, best, best_any;
-};
-CaseTimes case_times(const Row& auto_row, std::map<std::string, const Row*>& by_key) {
-  const std::string key = auto_row.shape + "|" + auto_row.pass + "|" + auto_row.epilogue + "|";
-  auto ms_of = [&](const char* variant) { return by_key.count(key + variant) ? by_key[key + variant]->ms : NAN; };
-  CaseTimes t{ms_of("cuda"), ms_of("cublaslt"), ms_of("cutlass"), ms_of("lt_fused"), NAN, NAN};
-  const bool cublaslt_is_the_contract = auto_row.activation != "gelu_tanh";
-  t.best = t.cuda;
-  for (const double other : {cublaslt_is_the_contract ? t.cublaslt : NAN, t.cutlass}) {
-    if (!std::isnan(other)) t.best = std::min(t.best, other);
-  }
-  t.best_any = std::isnan(t.cublaslt) ? t.best : std::min(t.best, t.cublaslt);
-  return t;
-}
-
-// The dispatcher's acceptance numbers per shape set (public, derive, heldout, other), over every
-// epilogue case but DEFAULT: `auto` over the plain GEMM of its own loop (geometric mean, over all
-// cases and over those whose rows are multiples of 16 bytes: where they are not, cuBLAS's plain
-// GEMM itself is several times slower than on the aligned shapes beside them, and those cases say
-// how much faster than cuBLAS such a layer runs, not what its epilogue costs; cases of at least
-// 2048 tokens over 1.05; smaller ones whose rows are multiples of 16 bytes over 1.10; the others
-// reported), over the fastest backend (over 1.03; of those that compute the contract's result, and
-// with cuBLASLt's own GELU counted), and cuBLASLt's fused epilogue over auto
-// (geometric mean where cuBLASLt has the epilogue). A markdown table, one row per set.
-std::string dispatch_summary_by_shape_set(const std::vector<Row>& rows, std::map<std::string, const Row*>& by_key,
-                                          std::map<std::string, std::string>& set_of_shape) {
-  struct Tally {
-    int cases = 0, large = 0, large_over = 0, small_aligned = 0, small_over = 0, unaligned = 0, over_best = 0,
-        over_best_any = 0, lt_cases = 0;
-    double log_floor = 0, log_floor_aligned = 0, log_lt = 0, worst_large = 0, worst_small = 0, worst_unaligned = 0,
-           worst_best = 0, worst_best_any = 0;
-  };
-  std::map<std::string, Tally> tallies;
-  for (const Row& r : rows) {
-    if (r.variant != "auto" || r.epilogue == "DEFAULT" || std::isnan(r.ratio_to_floor)) continue;
-    long long tokens = 0, in = 0, out = 0;
-    if (std::sscanf(r.shape.c_str(), "%lld,%lld,%lld", &tokens, &in, &out) != 3) continue;
-    const CaseTimes times = case_times(r, by_key);
-    Tally& t = tallies[set_of_shape[r.shape]];
-    const double x = r.ratio_to_floor;
-    ++t.cases;
-    t.log_floor += std::log(x);
-    // bf16 rows of in and out features: every operand's leading dimension is one of the two.
-    const bool aligned = (in * 2) % 16 == 0 && (out * 2) % 16 == 0;
-    if (aligned) t.log_floor_aligned += std::log(x);
-    if (!aligned) {
-      ++t.unaligned;
-      t.worst_unaligned = std::max(t.worst_unaligned, x);
-    } else if (tokens >= 2048) {
-      ++t.large;
-      t.large_over += x > 1.05 ? 1 : 0;
-      t.worst_large = std::max(t.worst_large, x);
-    } else {
-      ++t.small_aligned;
-      t.small_over += x > 1.10 ? 1 : 0;
-      t.worst_small = std::max(t.worst_small, x);
-    }
-    if (!std::isnan(times.best)) {
-      const double over_best = r.ms / times.best, over_best_any = r.ms / times.best_any;
-      t.over_best += over_best > 1.03 ? 1 : 0;
-      t.worst_best = std::max(t.worst_best, over_best);
-      t.over_best_any += over_best_any > 1.03 ? 1 : 0;
-      t.worst_best_any = std::max(t.worst_best_any, over_best_any);
-    }
-    if (!std::isnan(times.lt_fused)) {
-      t.log_lt += std::log(times.lt_fused / r.ms);
-      ++t.lt_cases;
-    }
-  }
-  std::ostringstream o;
-  o << "Per shape set (targets: auto / plain GEMM geometric mean <= 1.03; at least 2048 tokens: every case <= 1.05; "
-       "fewer tokens, rows multiples of 16 bytes: every case <= 1.10; others reported; cuBLASLt fused / auto "
-       "geometric mean >= 1.06; auto / best <= 1.03 on every case of the held-out part):\n\n"
-    << "| shape set | epilogue cases | auto / plain GEMM, geomean | the same, rows 16-byte multiples | "
-       ">= 2048 tokens: over 1.05 (worst) | < 2048 tokens, aligned: over 1.10 (worst) | "
-       "rows not 16-byte multiples (worst) | cuBLASLt fused / auto, geomean (cases) | auto / best over 1.03 (worst) | "
-       "the same, cuBLASLt's own GELU counted (worst) |\n"
-    << "|---|---|---|---|---|---|---|---|---|---|\n";
-  for (const auto& [name, t] : tallies) {
-    const int aligned_cases = t.large + t.small_aligned;
-    o << "| " << name << " | " << t.cases << " | " << fmt(std::exp(t.log_floor / t.cases)) << " | "
-      << fmt(aligned_cases ? std::exp(t.log_floor_aligned / aligned_cases) : NAN) << " | " << t.large_over
-      << " of " << t.large << " (" << fmt(t.worst_large) << ") | " << t.small_over << " of " << t.small_aligned << " ("
-      << fmt(t.worst_small) << ") | " << t.unaligned << " (" << fmt(t.worst_unaligned) << ") | "
-      << fmt(t.lt_cases ? std::exp(t.log_lt / t.lt_cases) : NAN) << " (" << t.lt_cases << ") | " << t.over_best
-      << " of " << t.cases << " (" << fmt(t.worst_best) << ") | " << t.over_best_any << " of " << t.cases << " ("
-      << fmt(t.worst_best_any) << ") |\n";
-  }
-  return o.str();
+// A result row as the dispatch figures read it (harness/dispatch_summary.hpp).
+epigemm_bench::CaseRow case_row_of(const Row& r) {
+  return epigemm_bench::CaseRow{r.shape, r.pass, r.epilogue, r.activation, r.variant, r.ms, r.ratio_to_floor};
 }
 
 constexpr char kUsage[] =
@@ -1343,9 +1252,13 @@ int main(int argc, char** argv) {
       << "|---|---|---|---|---|---|---|---|---|---|---|\n";
   double log_sum = 0.0, worst_auto = 0.0;
   int cases = 0, auto_cases = 0;
+  std::vector<epigemm_bench::CaseRow> case_rows;
+  case_rows.reserve(rows.size());
+  for (const Row& r : rows) case_rows.push_back(case_row_of(r));
+  const epigemm_bench::CaseTable case_table(case_rows);
   for (const Row& r : rows) {
     if (r.variant != "auto" || r.epilogue == "DEFAULT") continue;
-    const CaseTimes times = case_times(r, by_key);
+    const epigemm_bench::CaseTimes times = case_table.times_of(case_row_of(r));
     const double cuda_ms = times.cuda, backend_lt_ms = times.cublaslt, cutlass_ms = times.cutlass,
                  lt_ms = times.lt_fused;
     const double auto_over_best = r.ms / times.best, lt_over_auto = lt_ms / r.ms;
@@ -1365,7 +1278,7 @@ int main(int argc, char** argv) {
   dmd << "\nOver the " << cases << " epilogue cases cuBLASLt has: geometric mean of (cuBLASLt fused / auto) = "
       << fmt(geomean) << " (target >= 1.06); over all " << auto_cases << ": worst auto / best = " << fmt(worst_auto)
       << " (target <= 1.03).\n";
-  const std::string summary = dispatch_summary_by_shape_set(rows, by_key, set_of_shape);
+  const std::string summary = epigemm_bench::dispatch_summary_by_shape_set(case_rows, set_of_shape);
   dmd << "\n" << summary;
   std::printf("%s", summary.c_str());
   std::ofstream(out_dir + "/bench_dispatch.md") << dmd.str();

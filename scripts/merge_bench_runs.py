@@ -8,7 +8,8 @@ pass, so a later invocation with --passes fprop replaces the forward rows of an 
 and keeps the rest. The markdown files follow the first folder's layout: its text and its rows
 without a pass come from it, and a table's rows of shapes it lacks follow that table's rows (a
 section only later folders have is left out). The per-shape-set summary of the dispatch table is recomputed from the merged
-rows, as epigemm_bench_gpu computes it (dispatch_summary_by_shape_set).
+rows, as epigemm_bench_gpu computes it (bench/harness/dispatch_summary.cpp; the test
+dispatch_summary_agrees_with_merge_script holds the two to the same table).
 
     python3 scripts/merge_bench_runs.py --out bench/results/h200-DATE-TIME \\
         --note "three invocations ..." RUN_PUBLIC RUN_DERIVE RUN_HELDOUT [RUN_FPROP ...]
