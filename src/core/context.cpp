@@ -134,10 +134,10 @@ Status Context::workspace_bytes(const GemmCall& call, size_t* bytes) const {
   return Status();
 }
 
-Status Context::execute(const GemmCall& validated) {
-  EPIGEMM_RETURN_IF_ERROR(validate_gemm_call(validated));
+Status Context::execute(const GemmCall& given) {
+  EPIGEMM_RETURN_IF_ERROR(validate_gemm_call(given));
   GemmCall storage;
-  const GemmCall& call = without_product_where_alpha_is_zero(validated, &storage);
+  const GemmCall& call = without_product_where_alpha_is_zero(given, &storage);
   Backend* backend = nullptr;
   // The choice goes into a scratch record first: a call that fails leaves the last successful
   // call's choice in place. The record's string keeps its capacity across calls.
