@@ -68,8 +68,10 @@ int run_bench(int argc, char** argv, int first) {
                   "otherwise, with the given options. %s is not built here.\n", name);
       return 0;
     }
-    std::fprintf(stderr, "epigemm bench: %s is not built (build the CMake target %s%s); looked for:", name, name,
-                 gpu ? "" : ", which needs the cpu backend with both OpenBLAS and oneDNN");
+    std::fprintf(stderr,
+                 "epigemm bench: %s is not built (make test builds it in build/; in another tree configure "
+                 "with -DEPIGEMM_BUILD_BENCH=ON and build the CMake target %s%s); looked for:",
+                 name, name, gpu ? "" : ", which needs the cpu backend with both OpenBLAS and oneDNN");
     for (const std::string& t : tried) std::fprintf(stderr, " %s", t.c_str());
     std::fprintf(stderr, "\n");
     return 2;
@@ -78,8 +80,9 @@ int run_bench(int argc, char** argv, int first) {
     const std::string why = epigemm_backend_compiled(handle.get(), EPIGEMM_BACKEND_CUDA) != 0
                                 ? "cuda: " + handle.description(EPIGEMM_BACKEND_CUDA)
                                 : "this build has no GPU backends";
-    std::fprintf(stderr, "epigemm bench: no GPU backend is usable here (%s); running the CPU benchmark %s\n",
-                 why.c_str(), program.c_str());
+    // On stdout: a note, not an error (a usage error of the benchmark program stays its one line).
+    std::printf("epigemm bench: no GPU backend is usable here (%s); running the CPU benchmark %s\n", why.c_str(),
+                program.c_str());
   }
   std::vector<char*> arguments;
   arguments.push_back(const_cast<char*>(program.c_str()));
