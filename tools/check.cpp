@@ -46,10 +46,12 @@ constexpr double kMaxMultiplyAdds = 3.0e6;
 // The rule of the test harness (tests/harness/check.cpp), restated here because the tool uses
 // only the public headers: keyed by the coarser of the computation's precision (the A/B dtype)
 // and the output's storage dtype, an output passes when every element has
-//   |out - ref| <= elementwise * (|ref| + max |ref|)
-// (the floor max |ref|: an element near 0 is a difference of large partial sums and carries
-// their absolute rounding error) and ||out - ref|| <= norm * ||ref||. 16-bit outputs may differ
-// by one unit in the last place where the fp32 value lies near a rounding boundary.
+//   |out - ref| <= elementwise * (|ref| + max(max |ref|, terms))
+// and ||out - ref|| <= norm * ||max(|ref|, terms)||, where terms is the sum of the absolute values
+// of the terms the element is made of (term_magnitudes): an element near 0 is a difference of large
+// partial sums and carries their rounding error, also in a one-element output (a 1 x 1 product).
+// 16-bit outputs may differ by one unit in the last place where the fp32 value lies near a
+// rounding boundary.
 struct Tolerance {
   double elementwise;
   double norm;
@@ -71,7 +73,9 @@ struct Comparison {
   }
 };
 
-void compare_values(const std::vector<float>& out, const std::vector<float>& ref, Comparison* c) {
+// terms: each element's magnitude of terms, in the order of out and ref (empty: none).
+void compare_values(const std::vector<float>& out, const std::vector<float>& ref, const std::vector<double>& terms,
+                    Comparison* c) {
   double largest = 0.0;
   for (float r : ref) largest = std::isfinite(r) ? std::max(largest, double(std::fabs(r))) : largest;
   double diff_squares = 0.0, ref_squares = 0.0;
@@ -85,16 +89,18 @@ void compare_values(const std::vector<float>& out, const std::vector<float>& ref
       continue;
     }
     const double diff = std::fabs(double(out[i]) - double(ref[i]));
+    const double term = i < terms.size() && std::isfinite(terms[i]) ? terms[i] : 0.0;
+    const double floor = std::max(std::fabs(double(ref[i])), term);
     diff_squares += diff * diff;
-    ref_squares += double(ref[i]) * double(ref[i]);
-    const double scale = std::fabs(double(ref[i])) + largest;
+    ref_squares += floor * floor;
+    const double scale = std::fabs(double(ref[i])) + std::max(largest, term);
     // Where ref is all zeros (gemm_k = 0 and beta = 0) the output must be exactly zero.
     c->error = std::max(c->error, scale > 0.0 ? diff / scale : (diff > 0.0 ? INFINITY : 0.0));
   }
   c->norm_error = ref_squares > 0.0 ? std::sqrt(diff_squares / ref_squares) : (diff_squares > 0.0 ? INFINITY : 0.0);
 }
 
-Comparison compare(const HostMatrix& out, const HostMatrix& ref) {
+Comparison compare(const HostMatrix& out, const HostMatrix& ref, const std::vector<double>& terms) {
   Comparison c;
   std::vector<float> o, r;
   for (int64_t col = 0; col < ref.cols; ++col) {
@@ -112,19 +118,66 @@ Comparison compare(const HostMatrix& out, const HostMatrix& ref) {
       }
     }
   }
-  compare_values(o, r, &c);
+  compare_values(o, r, terms, &c);
   return c;
 }
 
-Comparison compare(const HostVector& out, const HostVector& ref) {
+Comparison compare(const HostVector& out, const HostVector& ref, const std::vector<double>& terms) {
   Comparison c;
   std::vector<float> o, r;
   for (int64_t i = 0; i < ref.length; ++i) {
     o.push_back(out.at(i));
     r.push_back(ref.at(i));
   }
-  compare_values(o, r, &c);
+  compare_values(o, r, terms, &c);
   return c;
+}
+
+// The magnitude of the terms of each output element (the rule above): for D and aux (column-major,
+// gemm_m x gemm_n) |alpha| sum_p |op(A)[i,p] op(B)[p,j]| + |beta D_old| (+ |bias[i]|), times 1.2 for
+// the epilogue (|act(z)| <= |z|, act' at most 1.13); for the bias gradient the sum of its row's (the
+// rows of g), of |op(B)| over p (BGRADB) or of |op(A)| over p (BGRADA).
+struct TermMagnitudes {
+  std::vector<double> d, bias_grad;
+};
+TermMagnitudes term_magnitudes(const GemmProblem& p) {
+  const int64_t m = p.gemm_m, n = p.gemm_n, k = p.gemm_k;
+  const auto op_a = [&](int64_t i, int64_t q) {
+    return std::fabs(double(p.transa == EPIGEMM_OP_N ? p.a.at(i, q) : p.a.at(q, i)));
+  };
+  const auto op_b = [&](int64_t q, int64_t j) {
+    return std::fabs(double(p.transb == EPIGEMM_OP_N ? p.b.at(q, j) : p.b.at(j, q)));
+  };
+  const EpilogueUse use = p.use();
+  TermMagnitudes t;
+  t.d.assign(size_t(m * n), 0.0);
+  std::vector<double> row_sums(size_t(m), 0.0);
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t i = 0; i < m; ++i) {
+      double sum = 0.0;
+      for (int64_t q = 0; q < k; ++q) sum += op_a(i, q) * op_b(q, j);
+      double magnitude = std::fabs(double(p.alpha)) * sum;
+      if (p.beta != 0.0f) magnitude += std::fabs(double(p.beta) * double(p.d.at(i, j)));
+      if (use.reads_bias) magnitude += std::fabs(double(p.bias.at(i)));
+      t.d[size_t(i + j * m)] = 1.2 * magnitude;
+      row_sums[size_t(i)] += 1.2 * magnitude;
+    }
+  }
+  if (!use.writes_bias_grad) return t;
+  if (use.bias_grad_along_n) {  // BGRADB: columns of op(B)
+    t.bias_grad.assign(size_t(n), 0.0);
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t q = 0; q < k; ++q) t.bias_grad[size_t(j)] += op_b(q, j);
+    }
+  } else if (p.epilogue == EPIGEMM_EPILOGUE_BGRADA) {  // rows of op(A)
+    t.bias_grad.assign(size_t(m), 0.0);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t q = 0; q < k; ++q) t.bias_grad[size_t(i)] += op_a(i, q);
+    }
+  } else {  // the rows of g
+    t.bias_grad = row_sums;
+  }
+  return t;
 }
 
 HostMatrix random_matrix(Random& random, epigemm_dtype_t dtype, int64_t rows, int64_t cols,
@@ -324,9 +377,10 @@ int run_check(int argc, char** argv, int first) {
     for (const epigemm_backend_t b : tested) std::printf(" %s", epigemm_backend_name(b));
     std::printf("\n");
   }
-  std::printf("err = max |out - ref| / (|ref| + max |ref|) <= 1e-5 when A,B and the output are f32, else\n"
-              "<= 1e-2; norm = ||out - ref|| / ||ref|| <= 3e-6 (f32), 2e-3 (f16), 5e-3 (bf16), keyed by the\n"
-              "coarser of A,B and the output: the rule of the test harness\n\n");
+  std::printf("err = max |out - ref| / (|ref| + max(max |ref|, terms)) <= 1e-5 when A,B and the output are\n"
+              "f32, else <= 1e-2; norm = ||out - ref|| / ||max(|ref|, terms)|| <= 3e-6 (f32), 2e-3 (f16), 5e-3\n"
+              "(bf16), keyed by the coarser of A,B and the output; terms = the sum of the absolute values of\n"
+              "an element's terms: the rule of the test harness\n\n");
   std::printf("%4s  %-10s %-23s %-2s %-28s %4s %4s %4s %-3s %5s %4s  %-15s %-15s %s\n", "case", "backend",
               "epilogue(activation)", "op", "dtypes: A,B/D, epilogue's", "m", "n", "k", "ld", "alpha", "beta",
               "err/norm D", "aux or bgrad", "result");
@@ -368,16 +422,17 @@ int run_check(int argc, char** argv, int first) {
         result = std::string("FAIL: ") + epigemm_status_name(status) + ": " + message;
         row_failed = true;
       } else {
-        const Comparison d = compare(out.d, expected.d);
+        const TermMagnitudes terms = term_magnitudes(problem);
+        const Comparison d = compare(out.d, expected.d, terms.d);
         bool ok = d.ok(tolerance(problem.a.dtype, problem.d.dtype));
         d_error = error_text(d);
         if (problem.use().writes_aux) {
-          const Comparison a = compare(out.aux, expected.aux);
+          const Comparison a = compare(out.aux, expected.aux, terms.d);
           ok = ok && a.ok(tolerance(problem.a.dtype, problem.aux.dtype));
           extra_error = error_text(a);
         }
         if (problem.use().writes_bias_grad) {
-          const Comparison g = compare(out.bias_grad, expected.bias_grad);
+          const Comparison g = compare(out.bias_grad, expected.bias_grad, terms.bias_grad);
           ok = ok && g.ok(tolerance(problem.a.dtype, problem.bias_grad.dtype));
           extra_error = error_text(g);
         }
