@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's two commands on a fresh Debian machine: a minimal Debian root made by debootstrap
 # (no compiler, no Python, no libraries), given only what the README asks of a fresh machine (git
-# and make), a clone of this repository's committed HEAD, then `make run` and `make test` in it as
+# and make, without their recommended packages), a clone of this repository's committed HEAD, then `make run` and `make test` in it as
 # root, as on a new machine. Packages already on this machine prove nothing there: the commands
 # must install everything they need themselves. Without the CUDA toolkit in that root, this checks
 # the CPU path; .ci/run checks the CUDA build on the machine itself.
@@ -61,7 +61,7 @@ in_root() {
     DEBIAN_FRONTEND=noninteractive bash -c "$1"
 }
 echo "check_bare_machine: git and make, what the README asks of a fresh machine"
-if ! in_root "apt-get update -q && apt-get install -y -q git make" > "$work/git-make.log" 2>&1; then
+if ! in_root "apt-get update -q && apt-get install -y -q --no-install-recommends git make" > "$work/git-make.log" 2>&1; then
   tail -20 "$work/git-make.log"
   echo "check_bare_machine: FAILED: apt-get could not install git and make in the Debian root"
   exit 1
