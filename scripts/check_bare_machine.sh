@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's two commands on a fresh Debian machine: a minimal Debian root made by debootstrap
 # (no compiler, no Python, no libraries), given only what the README asks of a fresh machine (git
-# and make, without their recommended packages), a clone of this repository's committed HEAD, then `make run` and `make test` in it as
-# root, as on a new machine. Packages already on this machine prove nothing there: the commands
+# and make, without their recommended packages), a clone of this repository's committed HEAD,
+# then `make run` and `make test` in it as root, as on a new machine. Packages already on this machine prove nothing there: the commands
 # must install everything they need themselves. Without the CUDA toolkit in that root, this checks
 # the CPU path; .ci/run checks the CUDA build on the machine itself.
 #
