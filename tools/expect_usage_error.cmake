@@ -1,5 +1,6 @@
 # Runs `${PROGRAM} ${ARGS}` (ARGS separated by commas) and checks the contract for a usage
-# mistake: exit code 2, exactly one line on stderr, nothing on stdout.
+# mistake: exit code 2, exactly one line on stderr (matching the regular expression EXPECT where it
+# is given and not empty), nothing on stdout.
 #   cmake -DPROGRAM=... -DARGS=demo,--tokens,0 -P expect_usage_error.cmake
 string(REPLACE "," ";" ARGS "${ARGS}")
 execute_process(COMMAND ${PROGRAM} ${ARGS}
@@ -11,6 +12,9 @@ if(NOT code EQUAL 2)
 endif()
 if(NOT lines EQUAL 1)
   message(FATAL_ERROR "expected one line on stderr, got ${lines}: ${err}")
+endif()
+if(NOT "${EXPECT}" STREQUAL "" AND NOT err MATCHES "${EXPECT}")
+  message(FATAL_ERROR "expected stderr to match '${EXPECT}', got: ${err}")
 endif()
 if(NOT out STREQUAL "")
   message(FATAL_ERROR "expected nothing on stdout, got: ${out}")

@@ -42,6 +42,7 @@ bool Options::parse(int argc, char** argv, int first) {
     for (const Spec& s : specs_) {
       if (s.name == name) found = &s;
     }
+    if (found == nullptr && name == "help") throw UsageError("option --help takes no value");
     if (found == nullptr) throw UsageError("unknown option --" + name);
     if (found->value_name.empty()) {
       if (equals != std::string::npos) throw UsageError("option --" + name + " takes no value");
