@@ -340,8 +340,10 @@ Status CudaBackend::run(const GemmCall& call) {
       acc_dtype = EPIGEMM_DTYPE_F32;
       ld_acc = m;
     }
-    if (k == 0) {
-      // acc = beta D_old; beta = 0 writes zeros without reading D.
+    if (k == 0 || call.alpha == 0.0f) {
+      // acc = beta D_old; beta = 0 writes zeros without reading D. alpha = 0 arrives here only with
+      // an operand's sums (BGRADB, BGRADA: the core runs every other such call as gemm_k = 0),
+      // whose product the contract leaves out (NaN or Inf in A or B reach only the sums).
       EPIGEMM_RETURN_IF_ERROR(cuda::launch_scale_copy(call.d.data, call.d.dtype, call.d.ld, acc,
                                                       acc_dtype, ld_acc, m, n, call.beta,
                                                       call.beta != 0.0f, stream));
