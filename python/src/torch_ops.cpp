@@ -49,12 +49,25 @@ epigemm_memory_t memory_of(const at::Tensor& t) {
   return t.is_cuda() ? EPIGEMM_MEMORY_DEVICE : EPIGEMM_MEMORY_HOST;
 }
 
-// A 2-D tensor with unit column stride as the C API's row-major tensor.
+// Whether a 2-d tensor is a row-major matrix as the C API reads it: unit column stride, and
+// rows that follow each other at least a row apart. A stride of a dimension of extent 1 is
+// meaningless (PyTorch calls a [1, n] tensor with row stride 0 contiguous), so it is not looked at;
+// a [n, 1] column of a wider matrix (strides (m, 1)) or a gradient expanded to [n, 1] (strides
+// (0, 1), from y.sum(0) of a one-output layer) keeps its real row stride.
+bool has_rows_as_the_c_api_reads_them(const at::Tensor& t) {
+  if (t.dim() != 2) return false;
+  const int64_t rows = t.size(0), cols = t.size(1);
+  return (cols <= 1 || t.stride(1) == 1) && (rows <= 1 || t.stride(0) >= std::max<int64_t>(cols, 1));
+}
+
+// A 2-D tensor with rows as above as the C API's row-major tensor [rows, cols] with leading
+// dimension ld: its row stride, or cols where it has at most one row (or no columns).
 epigemm_tensor_t rows_of(const at::Tensor& t, const char* name) {
-  TORCH_CHECK(t.dim() == 2 && (t.stride(1) == 1 || t.size(1) <= 1), "epigemm: ", name, " has shape ", t.sizes(),
-              " and strides ", t.strides(), "; expected a 2-d tensor with contiguous rows");
-  return epigemm_tensor_t{t.data_ptr(), dtype_of(t, name), t.size(0), t.size(1),
-                          t.size(1) <= 1 ? std::max<int64_t>(t.size(1), 1) : t.stride(0), memory_of(t)};
+  TORCH_CHECK(has_rows_as_the_c_api_reads_them(t), "epigemm: ", name, " has shape ", t.sizes(), " and strides ",
+              t.strides(), "; expected a 2-d tensor with contiguous rows, each at least a row after the last");
+  const int64_t rows = t.size(0), cols = t.size(1);
+  const int64_t ld = rows <= 1 || cols == 0 ? std::max<int64_t>(cols, 1) : t.stride(0);
+  return epigemm_tensor_t{t.data_ptr(), dtype_of(t, name), rows, cols, ld, memory_of(t)};
 }
 
 // An optional vector (a bias, a bias gradient) as the C API takes it: nullptr when undefined, else
@@ -266,7 +279,7 @@ at::Tensor contiguous_or_undefined(const at::Tensor& t) { return t.defined() ? t
 
 // A gradient as the backward receives it: contiguous rows (autograd may hand over an expanded or
 // transposed tensor).
-at::Tensor rows_contiguous(const at::Tensor& t) { return t.stride(1) == 1 ? t : t.contiguous(); }
+at::Tensor rows_contiguous(const at::Tensor& t) { return has_rows_as_the_c_api_reads_them(t) ? t : t.contiguous(); }
 
 // An absent bias is an empty optional: Function::apply registers only the tensors present as
 // inputs of the graph, so ctx->needs_input_grad counts those (an absent bias has no index), while
@@ -410,7 +423,6 @@ at::Tensor mlp_forward_only(const at::Tensor& x, const at::Tensor& w1, const std
 // The plain tensors this path reads: torch.Tensor and nn.Parameter, on a CUDA device.
 bool plain_cuda_tensor(PyObject* o) { return THPVariable_CheckExact(o) && THPVariable_Unpack(o).is_cuda(); }
 
-bool contiguous_rows(const at::Tensor& t) { return t.dim() == 2 && (t.stride(1) == 1 || t.size(1) <= 1); }
 
 // linear_fprop(X [tokens, in], W [out, in], bias [out] or None, activation code, save_preact,
 // backend code, allow_tf32) -> Y [tokens, out], (Y, pre) with an activation and save_preact, or
@@ -429,7 +441,7 @@ PyObject* python_linear_fprop(PyObject*, PyObject* const* args, Py_ssize_t nargs
     PyErr_Clear();
     Py_RETURN_NONE;
   }
-  if (!contiguous_rows(x) || !contiguous_rows(w) || x.size(1) != w.size(1) || w.scalar_type() != x.scalar_type() ||
+  if (!has_rows_as_the_c_api_reads_them(x) || !has_rows_as_the_c_api_reads_them(w) || x.size(1) != w.size(1) || w.scalar_type() != x.scalar_type() ||
       w.device() != x.device() ||
       (bias.defined() && (bias.dim() != 1 || bias.size(0) != w.size(0) || bias.scalar_type() != x.scalar_type() ||
                           bias.device() != x.device()))) {

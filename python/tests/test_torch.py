@@ -140,6 +140,38 @@ def test_non_contiguous_inputs_are_made_contiguous():
     torch.testing.assert_close(et.linear(x, weight_t), et.linear(x.contiguous(), weight_t.contiguous()))
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_one_column_and_one_row_tensors_keep_their_real_strides(device):
+    """Tensors whose extent-1 dimension has a stride that says nothing: the gradient of a
+    one-output layer expanded to [tokens, 1] (strides (0, 1), as y.sum(0)'s backward makes it), a
+    [tokens, 1] column of a wider matrix (strides (m, 1)), a [1, in] row expanded from a vector
+    (strides (0, 1)). Each result equals the one from contiguous copies (the gradients: float64's)."""
+    torch.manual_seed(5)
+    layer = et.Linear(24, 1, device=device)
+    plain = torch.nn.Linear(24, 1, device=device, dtype=torch.float64)
+    plain.load_state_dict({k: v.double() for k, v in layer.state_dict().items()})
+    x = torch.randn(40, 24, device=device)
+    dy = torch.full((1, 1), 0.5, device=device).expand(40, 1)  # strides (0, 1)
+    layer(x).backward(dy)
+    plain(x.double()).backward(dy.double())
+    torch.testing.assert_close(layer.weight.grad, plain.weight.grad.float(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(layer.bias.grad, plain.bias.grad.float(), rtol=1e-5, atol=1e-5)
+
+    wide = torch.randn(40, 9, device=device)
+    column = wide[:, 2:3]  # [40, 1], strides (9, 1)
+    w = torch.randn(6, 1, device=device)
+    torch.testing.assert_close(et.linear(column, w), et.linear(column.contiguous(), w), rtol=0, atol=0)
+    torch.testing.assert_close(epigemm.linear_fprop(column, w), epigemm.linear_fprop(column.contiguous(), w),
+                               rtol=0, atol=0)
+
+    row = torch.randn(24, device=device).expand(1, 24)  # [1, 24], strides (0, 1): "contiguous" to PyTorch
+    row_copy = torch.empty(1, 24, device=device).copy_(row)  # strides (24, 1)
+    with torch.no_grad():
+        torch.testing.assert_close(layer(row), layer(row_copy), rtol=0, atol=0)
+    torch.testing.assert_close(epigemm.linear_fprop(row, layer.weight.detach()),
+                               epigemm.linear_fprop(row_copy, layer.weight.detach()), rtol=0, atol=0)
+
+
 def test_activation_modules_and_unknown_activation():
     for name, module in (("relu", torch.nn.ReLU), ("silu", torch.nn.SiLU), ("gelu_erf", torch.nn.GELU)):
         m = et.MLP(4, 8, activation=name)
