@@ -423,7 +423,6 @@ at::Tensor mlp_forward_only(const at::Tensor& x, const at::Tensor& w1, const std
 // The plain tensors this path reads: torch.Tensor and nn.Parameter, on a CUDA device.
 bool plain_cuda_tensor(PyObject* o) { return THPVariable_CheckExact(o) && THPVariable_Unpack(o).is_cuda(); }
 
-
 // linear_fprop(X [tokens, in], W [out, in], bias [out] or None, activation code, save_preact,
 // backend code, allow_tf32) -> Y [tokens, out], (Y, pre) with an activation and save_preact, or
 // None (see above).
@@ -441,8 +440,8 @@ PyObject* python_linear_fprop(PyObject*, PyObject* const* args, Py_ssize_t nargs
     PyErr_Clear();
     Py_RETURN_NONE;
   }
-  if (!has_rows_as_the_c_api_reads_them(x) || !has_rows_as_the_c_api_reads_them(w) || x.size(1) != w.size(1) || w.scalar_type() != x.scalar_type() ||
-      w.device() != x.device() ||
+  if (!has_rows_as_the_c_api_reads_them(x) || !has_rows_as_the_c_api_reads_them(w) || x.size(1) != w.size(1) ||
+      w.scalar_type() != x.scalar_type() || w.device() != x.device() ||
       (bias.defined() && (bias.dim() != 1 || bias.size(0) != w.size(0) || bias.scalar_type() != x.scalar_type() ||
                           bias.device() != x.device()))) {
     Py_RETURN_NONE;
