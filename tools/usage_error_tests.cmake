@@ -1,7 +1,8 @@
 # add_usage_error_tests(<prefix> <target> "<name>|<arg>,<arg>,...[|<regex>]" ...): one CTest entry
 # <prefix>_<name> per case, running <target> with those arguments through
 # expect_usage_error.cmake, which checks the contract for a usage mistake: exit code 2, exactly
-# one line on stderr (matching <regex> where one is given), nothing on stdout. Used by tools/ (epigemm) and bench/ (epigemm_bench_cpu).
+# one line on stderr (matching <regex> where one is given), nothing on stdout. Used by tools/
+# (epigemm) and bench/ (epigemm_bench_cpu).
 set(EPIGEMM_EXPECT_USAGE_ERROR ${CMAKE_CURRENT_LIST_DIR}/expect_usage_error.cmake)
 function(add_usage_error_tests prefix target)
   foreach(bad_usage ${ARGN})
