@@ -293,8 +293,11 @@ Status CpuBackend::panel_product(const GemmCall& call, const WorkspacePlan& plan
   const bool d_is_acc = call.d.dtype == EPIGEMM_DTYPE_F32;
   const bool parallel = m * width >= kParallelElements;
   *bias_added = false;
-  if (k == 0) {
-    // acc = beta D_old; beta = 0 never reads D_old (it may hold NaN, as in BLAS).
+  if (k == 0 || call.alpha == 0.0f) {
+    // acc = beta D_old; beta = 0 never reads D_old (it may hold NaN, as in BLAS). alpha = 0 (with
+    // BGRADB or BGRADA, the only such calls the core passes on) leaves the product out here, not
+    // in the engine: dnnl_sgemm with alpha = 0 scales C by beta, so a NaN in C, D_old or the
+    // previous contents of the workspace panel, stayed NaN with beta = 0.
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t j = 0; j < width; ++j) {
       float* column = acc + j * ld_acc;
