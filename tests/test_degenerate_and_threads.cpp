@@ -325,21 +325,27 @@ void expect_epilogue_of_beta_times_d(DegenerateCall& c, const std::vector<float>
   }
 }
 
+// gemm_k = 0: acc = beta D_old whatever alpha is (an empty product, not alpha times 0: a NaN or
+// infinite alpha reaches nothing either).
 TEST_F(Degenerate, EmptyInnerDimensionIsBetaTimesDThenEpilogue) {
+  const float inf = std::numeric_limits<float>::infinity();
   for (const Target& target : usable_targets(ctx_)) {
     for (epigemm_epilogue_t e : kAllEpilogues) {
       for (const float beta : {0.0f, 0.5f}) {
         for (epigemm_op_t transa : {N, T}) {
-          const int64_t n = 5;
-          DegenerateCall c(target, 4, n, 0, transa, T, e, beta);
-          SCOPED_TRACE(describe(c));
-          const std::vector<float> d_old(c.d.read().begin(), c.d.read().end());
-          const std::vector<float> aux_in(c.aux.read().begin(), c.aux.read().end());
-          if (!run(c)) continue;
-          expect_epilogue_of_beta_times_d(c, d_old, aux_in);
-          if (e == EPIGEMM_EPILOGUE_BGRADB) {
-            const std::vector<float>& bg = c.bias_grad.read();
-            for (int64_t j = 0; j < n; ++j) EXPECT_EQ(bg[size_t(j)], 0.0f) << "bias_grad[" << j << "]";
+          for (const float alpha : {1.0f, std::numeric_limits<float>::quiet_NaN(), inf, -inf}) {
+            const int64_t n = 5;
+            DegenerateCall c(target, 4, n, 0, transa, T, e, beta);
+            c.alpha = alpha;
+            SCOPED_TRACE(describe(c) + " alpha=" + std::to_string(alpha));
+            const std::vector<float> d_old(c.d.read().begin(), c.d.read().end());
+            const std::vector<float> aux_in(c.aux.read().begin(), c.aux.read().end());
+            if (!run(c)) continue;
+            expect_epilogue_of_beta_times_d(c, d_old, aux_in);
+            if (e == EPIGEMM_EPILOGUE_BGRADB) {
+              const std::vector<float>& bg = c.bias_grad.read();
+              for (int64_t j = 0; j < n; ++j) EXPECT_EQ(bg[size_t(j)], 0.0f) << "bias_grad[" << j << "]";
+            }
           }
         }
       }

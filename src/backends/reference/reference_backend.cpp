@@ -138,10 +138,12 @@ Status ReferenceBackend::run_with(const GemmCall& call, Activation) const {
       // alpha = 0 leaves the product out and beta = 0 does not read D, as in BLAS: NaN in A or B
       // then reaches nothing, and an uninitialized (even NaN) D is fine (docs/conventions.md).
       // (The dispatcher runs alpha = 0 as gemm_k = 0 but for the operand sums of BGRADB and BGRADA.)
+      // gemm_k = 0 is the empty product, not alpha times 0: a NaN or infinite alpha reaches nothing.
       const double scaled_d =
           call.beta != 0.0f ? double(call.beta) * load(call.d.data, call.d.dtype, at(call.d, i, j)) : 0.0;
-      double acc = call.alpha == 0.0f ? scaled_d : double(call.alpha) * dot;
-      if (call.alpha != 0.0f && call.beta != 0.0f) acc += scaled_d;
+      const bool adds_product = call.alpha != 0.0f && k > 0;
+      double acc = adds_product ? double(call.alpha) * dot : scaled_d;
+      if (adds_product && call.beta != 0.0f) acc += scaled_d;
 
       double out = acc;
       if (parts.backward()) {
