@@ -615,6 +615,11 @@ std::vector<Case> gemm_level_cases() {
   add({"classic_grad_gelu_bias_length_n_for_DGELU_BGRAD",
        [](BadCall& s) { s.entry = Entry::classic; s.gemm(kDGeluBgrad); s.bias_grad.length = kN; },
        EPIGEMM_STATUS_INVALID_VALUE, "bias", {"DGELU_BGRAD", "gemm_m"}, {11, 13}});
+  // An empty pre_gelu_out with NULL data (tokens = 0) is not given: grad with a bias then means
+  // BGRADB, and the message about the bias length says why.
+  add({"classic_grad_pre_gelu_out_null_data_is_BGRADB",
+       [](BadCall& s) { s.entry = Entry::classic; s.gemm(kDGeluBgrad); s.aux.data = nullptr; },
+       EPIGEMM_STATUS_INVALID_VALUE, "bias", {"BGRADB", "gemm_n", "pre_gelu_out has NULL data"}, {13, 11}});
   add({"classic_pre_gelu_out_rows_GELU_AUX",
        [](BadCall& s) { s.entry = Entry::classic; s.gemm(kGeluAux); s.aux.rows = 12; },
        EPIGEMM_STATUS_INVALID_VALUE, "pre_gelu_out", {"gemm_m"}, {12, 13}});

@@ -242,6 +242,10 @@ Status classic_call(const Context& context, const epigemm_matrix_t* A, const epi
   EPIGEMM_RETURN_IF_ERROR(require(D, "D"));
   const bool has_bias = bias != nullptr && bias->data != nullptr;
   const bool has_pre_gelu = pre_gelu_out != nullptr && pre_gelu_out->data != nullptr;
+  // A pre_gelu_out with NULL data counts as not given (the table): an empty one, as a framework
+  // hands it for tokens = 0, then picks the row without it, whose bias length differs. The bias's
+  // messages say so.
+  const bool pre_gelu_not_given = pre_gelu_out != nullptr && !has_pre_gelu;
   call->transa = transa;
   call->transb = transb;
   call->a = to_matrix(*A);
@@ -254,10 +258,13 @@ Status classic_call(const Context& context, const epigemm_matrix_t* A, const epi
     if (epilogue_parts(call->epilogue, call->activation).writes_bias_grad()) {
       call->has_bias_grad = true;
       call->bias_grad = to_vector(*bias);
-      call->names.bias_grad = "bias (the bias gradient, with grad)";
+      call->names.bias_grad = pre_gelu_not_given
+                                  ? "bias (the bias gradient, with grad; pre_gelu_out has NULL data: not given)"
+                                  : "bias (the bias gradient, with grad)";
     } else {
       call->has_bias = true;
       call->bias = to_vector(*bias);
+      if (pre_gelu_not_given) call->names.bias = "bias (pre_gelu_out has NULL data: not given)";
     }
   }
   if (has_pre_gelu) {
