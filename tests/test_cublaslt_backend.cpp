@@ -413,6 +413,13 @@ TEST(CublasLtBackend, DeclinesOnlyWhatCuBlasLtCannotRun) {
     rules.push_back({"the bias_grad dtype differs from D's", c});
   }
   {
+    // alpha = 0 leaves the product out; cuBLASLt's BGRADB multiplied a NaN product by 0
+    // (Degenerate.AlphaZeroLeavesTheProductOut has the NaN operands).
+    GemmCase c = lt_case(EPIGEMM_EPILOGUE_BGRADB, EPIGEMM_ACTIVATION_IDENTITY, 128, 64, 32, "lt_rules", index++);
+    c.alpha = 0.0f;
+    rules.push_back({"alpha = 0 with BGRADB", c});
+  }
+  {
     GemmCase c = lt_case(EPIGEMM_EPILOGUE_ACT_AUX, EPIGEMM_ACTIVATION_GELU_TANH, 128, 64, 32, "lt_rules", index++);
     c.aux_dtype = EPIGEMM_DTYPE_F32;
     rules.push_back({"the aux dtype differs from D's", c});

@@ -243,6 +243,15 @@ Support CublasLtBackend::supports(const GemmCall& call) const {
   if (call.gemm_m == 0 || call.gemm_n == 0 || call.gemm_k == 0) {
     return Support::no("an empty dimension (gemm_m, gemm_n or gemm_k is 0)");
   }
+  if (call.alpha == 0.0f && call.parts().bias_grad == BiasGradPart::columns_of_b) {
+    // BGRADB and BGRADA are the only calls that reach a backend with alpha = 0 (the core runs the
+    // others as gemm_k = 0). With BGRADB cuBLASLt multiplies its product by alpha, so a NaN or Inf
+    // in A or B reaches D, which the contract leaves at beta D_old: on the H100 (2026-12-06,
+    // Degenerate.AlphaZeroLeavesTheProductOut, 4 x 5 x 3, NaN operands) D came out NaN for both
+    // transposes of A and beta 0 and 0.5. BGRADA kept beta D_old there, and runs here.
+    return Support::no("alpha = 0 with BGRADB: cuBLASLt multiplies its product by 0, so NaN or Inf in A or B "
+                       "would reach D, where the product is left out");
+  }
   const std::string misaligned = misaligned_element(call);
   if (!misaligned.empty()) return Support::no(misaligned);
   if (call.has_aux && call.aux.ld % 8 != 0) {
