@@ -6,7 +6,8 @@ The extension reads PyTorch tensors and NumPy arrays itself (python/src/epigemm_
 arrays of ml_dtypes' bfloat16). Every library is an adapter with:
   device_of(a) -> -1 for host memory, else the CUDA device index
   empty_like_rows(like, shape) -> a new contiguous array of like's library, device and dtype
-  describe(a, name, output) -> (data, dtype, shape, strides in elements, device)
+  describe(a, name, output) -> (data, dtype, shape, strides in elements, device[, holder]), where
+    holder, if given, must be kept until the call is done (it keeps the memory valid)
   stream(device) -> the library's current CUDA stream on that device, as an int
   workspace(device, stream) -> None (the extension's own workspace) or (data, bytes)
   grow_workspace(device, stream, bytes) -> (data, bytes)
@@ -198,19 +199,21 @@ class _DlpackArrays(_HostArrays):
 
     def describe(self, a, name, output=False):
         try:
-            data, dtype, shape, strides, device_type, device_id, text = _c.dlpack_describe(a)
+            data, dtype, shape, strides, device_type, device_id, text, writable, held = _c.dlpack_describe(a, output)
         except TypeError:
             raise invalid(f"{name} is a {type(a).__module__}.{type(a).__name__}; expected an array "
                           "(NumPy, PyTorch, CuPy or any DLPack array)") from None
         if dtype < 0:
             raise _dtype_error(name, text)
+        if not writable:
+            raise invalid(f"{name} is a read-only array; expected a writable output")
         if device_type in _DLPACK_HOST_TYPES:
             device = -1
         elif device_type in _DLPACK_CUDA_TYPES:
             device = device_id
         else:
             raise invalid(f"{name} is on DLPack device type {device_type}; expected CPU or CUDA memory")
-        return data, dtype, shape, strides, device
+        return data, dtype, shape, strides, device, held
 
     @staticmethod
     def empty_like_rows(like, shape):

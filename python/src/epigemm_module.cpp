@@ -21,9 +21,11 @@
 #include <cstring>
 #include <cstdint>
 #include <cstdlib>
+#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "epigemm/epigemm.h"
 
@@ -117,9 +119,21 @@ bool read_int_tuple(PyObject* tuple, int64_t* values, int* count) {
 const char* const kDtypeExpected = "; expected float32, float16 or bfloat16";
 
 // The operands of one call: reads each, checks they share one device, and says what is wrong.
+// It also holds what keeps their memory valid until the call is done (it is destroyed after the
+// library call, with the GIL held): the buffer-protocol exports, so that another thread cannot
+// resize or free an exporter such as array.array while the GIL is released, and what describe()
+// hands back beside a description (a DLPack import, whose release may free a copying exporter's
+// memory).
 class Operands {
  public:
   std::string error;
+
+  Operands() = default;
+  Operands(const Operands&) = delete;
+  Operands& operator=(const Operands&) = delete;
+  ~Operands() {
+    for (Py_buffer& view : views_) PyBuffer_Release(&view);
+  }
 
   epigemm_memory_t memory() const { return device_ < 0 ? EPIGEMM_MEMORY_HOST : EPIGEMM_MEMORY_DEVICE; }
   int device() const { return device_; }
@@ -301,9 +315,13 @@ class Operands {
       PyErr_Clear();
       return 0;
     }
-    struct Release {
+    // Released with the other operands' after the call when read; at once when not.
+    struct ReleaseUnlessKept {
       Py_buffer* view;
-      ~Release() { PyBuffer_Release(view); }
+      bool kept = false;
+      ~ReleaseUnlessKept() {
+        if (!kept) PyBuffer_Release(view);
+      }
     } release{&view};
     const char* format = view.format == nullptr ? "B" : view.format;
     if (format[0] == '<' || format[0] == '=' || format[0] == '@') ++format;
@@ -335,6 +353,8 @@ class Operands {
       }
       v->strides[i] = view.strides[i] / view.itemsize;
     }
+    views_.push_back(view);  // a deque: the kept views never move
+    release.kept = true;
     return 1;
   }
 
@@ -346,9 +366,10 @@ class Operands {
     }
     nb::object described = types.describe(h, name, output);  // raises epigemm's errors itself
     PyObject* d = described.ptr();
-    if (!PyTuple_Check(d) || PyTuple_GET_SIZE(d) != 5) {
-      throw nb::type_error("describe() must return (data, dtype, shape, strides, device)");
+    if (!PyTuple_Check(d) || (PyTuple_GET_SIZE(d) != 5 && PyTuple_GET_SIZE(d) != 6)) {
+      throw nb::type_error("describe() must return (data, dtype, shape, strides, device[, holder])");
     }
+    if (PyTuple_GET_SIZE(d) == 6) held_.push_back(nb::borrow(PyTuple_GET_ITEM(d, 5)));
     v->data = PyLong_AsVoidPtr(PyTuple_GET_ITEM(d, 0));
     v->dtype = int(PyLong_AsLong(PyTuple_GET_ITEM(d, 1)));
     v->device = int(PyLong_AsLong(PyTuple_GET_ITEM(d, 4)));
@@ -367,6 +388,8 @@ class Operands {
 
   int device_ = kNoDevice;
   const char* first_ = "";
+  std::deque<Py_buffer> views_;
+  std::vector<nb::object> held_;
 };
 
 struct FreeDeleter {
@@ -798,10 +821,27 @@ class Context {
 #endif
 };
 
-// (data, dtype code or -1, shape, strides in elements, DLPack device type, device id, dtype text)
-// of any object that exports DLPack or the buffer protocol: the path for arrays other than
-// NumPy's and PyTorch's (CuPy, JAX, ...).
-nb::tuple dlpack_describe(nb::ndarray<nb::ro> array) {
+// A DLPack import, held for as long as a call uses its memory: releasing it calls the exporter's
+// deleter, which frees the memory where the exported capsule owned it (an exporter that hands out
+// a copy).
+struct DlpackImport {
+  nb::ndarray<nb::ro> array;
+};
+
+// (data, dtype code or -1, shape, strides in elements, DLPack device type, device id, dtype text,
+// writable, the import) of any object that exports DLPack or the buffer protocol: the path for
+// arrays other than NumPy's and PyTorch's (CuPy, JAX, ...). writable is asked only for an output
+// (a second import, as a writable array, which refuses a DLPack export flagged read-only); it is
+// true otherwise. A TypeError where the object is no such array.
+nb::tuple dlpack_describe(nb::handle object, bool output) {
+  DlpackImport held;
+  if (!nb::try_cast(object, held.array)) throw nb::type_error("not a DLPack array");
+  bool writable = true;
+  if (output) {
+    nb::ndarray<> as_writable;
+    writable = nb::try_cast(object, as_writable);
+  }
+  const nb::ndarray<nb::ro>& array = held.array;
   const nb::dlpack::dtype dt = array.dtype();
   int code = -1;
   if (dt.lanes == 1 && dt.code == uint8_t(nb::dlpack::dtype_code::Float) && dt.bits == 32) code = EPIGEMM_DTYPE_F32;
@@ -814,7 +854,8 @@ nb::tuple dlpack_describe(nb::ndarray<nb::ro> array) {
   }
   const std::string text = "dlpack code " + std::to_string(dt.code) + ", " + std::to_string(dt.bits) + " bits";
   return nb::make_tuple(reinterpret_cast<uintptr_t>(array.data()), code, nb::tuple(shape),
-                        nb::tuple(strides), array.device_type(), array.device_id(), text);
+                        nb::tuple(strides), array.device_type(), array.device_id(), text, writable,
+                        nb::cast(std::move(held)));
 }
 
 }  // namespace
@@ -839,7 +880,8 @@ NB_MODULE(_epigemm, m) {
   }
   m.attr("ACTIVATIONS") = activations;
   m.attr("BACKENDS") = backends;
-  m.def("dlpack_describe", &dlpack_describe, nb::arg("array"));
+  nb::class_<DlpackImport>(m, "_DlpackImport");
+  m.def("dlpack_describe", &dlpack_describe, nb::arg("array"), nb::arg("output") = false);
   m.def(
       "set_array_types",
       [](nb::object torch_tensor, nb::object f32, nb::object f16, nb::object bf16, nb::object describe) {

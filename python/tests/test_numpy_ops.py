@@ -424,6 +424,80 @@ def test_read_only_output_is_refused():
     expect_error(epigemm.InvalidValueError, "out is a read-only array", lambda: epigemm.linear_fprop(X, W, out=out))
 
 
+class DlpackOnly:
+    """An array that only exports DLPack (as JAX's do): the package's generic DLPack path."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, **kwargs):
+        return self.a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+class CopyingExporter(DlpackOnly):
+    """Exports a new copy each time, owned by the capsule alone: its memory lives as long as the
+    import of the capsule does. `copies` finalizes each copy, so a test can see when it was freed."""
+
+    def __init__(self, a):
+        super().__init__(a)
+        self.freed = []
+
+    def __dlpack__(self, **kwargs):
+        import weakref
+
+        copy = np.array(self.a, copy=True)
+        index = len(self.freed)
+        self.freed.append(False)
+        weakref.finalize(copy, self.freed.__setitem__, index, True)
+        return copy.__dlpack__(**kwargs)
+
+
+def test_read_only_dlpack_output_is_refused_and_not_written():
+    rng = np.random.default_rng(8)
+    X, W = random(rng, (3, 4), "float32"), random(rng, (2, 4), "float32")
+    storage = bytes(3 * 2 * 4)  # immutable memory behind a read-only array
+    out = np.frombuffer(storage, np.float32).reshape(3, 2)
+    expect_error(epigemm.InvalidValueError, "out is a read-only array",
+                 lambda: epigemm.linear_fprop(X, W, out=DlpackOnly(out)))
+    assert storage == bytes(3 * 2 * 4)
+    written = np.zeros((3, 2), np.float32)
+    epigemm.linear_fprop(DlpackOnly(X), DlpackOnly(W), out=DlpackOnly(written))
+    assert_within(written, f64(X) @ f64(W).T, 1e-5 * np.ones((3, 2)), "out through DLPack")
+
+
+def test_dlpack_import_keeps_an_exported_copy_alive():
+    import gc
+
+    exporter = CopyingExporter(np.arange(12, dtype=np.float32).reshape(3, 4))
+    described = epigemm._epigemm.dlpack_describe(exporter)
+    gc.collect()
+    assert exporter.freed == [False], "the copy was freed while its description was in use"
+    del described
+    gc.collect()
+    assert exporter.freed == [True]
+    # Through a call: the result is that of the copies, which stayed valid throughout.
+    rng = np.random.default_rng(9)
+    X, W = random(rng, (5, 300000), "float32"), random(rng, (3, 300000), "float32")
+    Y = epigemm.linear_fprop(CopyingExporter(X), CopyingExporter(W), out=np.empty((5, 3), np.float32))
+    want = f64(X) @ f64(W).T
+    assert_within(Y, want, 1e-4 * np.abs(f64(X)) @ np.abs(f64(W)).T, "Y from copying exporters")
+
+
+def test_buffer_exports_are_released_after_the_call():
+    import array
+
+    X = array.array("f", [1.0] * 12)  # 3 x 4 through the buffer protocol, then viewed as such
+    Xv = memoryview(X).cast("B").cast("f", (3, 4))
+    W = np.ones((2, 4), np.float32)
+    Y = epigemm.linear_fprop(Xv, W, out=np.empty((3, 2), np.float32))
+    assert np.array_equal(Y, np.full((3, 2), 4.0, np.float32))
+    Xv.release()
+    X.append(2.0)  # BufferError if the call had kept an export of X
+
+
 def test_unknown_activation_and_missing_preact():
     X, W = np.ones((3, 4), np.float32), np.ones((2, 4), np.float32)
     with pytest.raises(epigemm.InvalidValueError, match="activation is 'tanh'"):
