@@ -94,9 +94,13 @@ def _backend_code(backend):
 
 
 def _activation_code(activation):
-    code = ACTIVATIONS.get(activation)
+    try:
+        code = ACTIVATIONS.get(activation)
+    except TypeError:  # unhashable: a list, an array
+        code = None
     if code is None:
-        raise invalid(f"activation is {activation!r}; expected None, 'gelu_tanh', 'gelu_erf', 'relu' or 'silu'")
+        raise invalid(f"activation is {activation!r}; expected None, 'identity', 'gelu_tanh', 'gelu_erf', "
+                      "'relu' or 'silu'")
     return code
 
 
@@ -164,15 +168,13 @@ def linear_fprop(X, W, bias=None, *, activation=None, save_preact=True, out=None
     if fast is not None and out is None and preact_out is None and stream is None:
         # Plain CUDA tensors, outputs to allocate, the current stream: read and allocated in C++
         # (python/src/torch_ops.cpp); None when it does not take the call, which then runs here.
-        result = fast.linear_fprop(X, W, bias, ACTIVATIONS.get(activation), save_preact, BACKENDS.get(backend),
-                                   allow_tf32)
+        result = fast.linear_fprop(X, W, bias, _activation_code(activation), _bool(save_preact, "save_preact"),
+                                   BACKENDS.get(backend), _bool(allow_tf32, "allow_tf32"))
         if result is not None:
             _STATE.last = fast  # its last_backend() reports this thread's calls on that path
             return result
     device = lib.device_of(X)
-    act = ACTIVATIONS.get(activation)
-    if act is None:
-        act = _activation_code(activation)
+    act = _activation_code(activation)
     rows_shape = None
     if out is None:
         rows_shape = _rows_shape(X, _dim(W, 0))
@@ -190,7 +192,7 @@ def linear_fprop(X, W, bias=None, *, activation=None, save_preact=True, out=None
     stream = _stream_of(lib, stream, device)
     ctx = _context(device)
     _run(ctx, ctx.linear_fprop, lib, device, stream,
-         (X, W, bias, preact_out, out, act, _backend_code(backend), allow_tf32, stream))
+         (X, W, bias, preact_out, out, act, _backend_code(backend), _bool(allow_tf32, "allow_tf32"), stream))
     if act and preact_out is not None:
         return out, preact_out
     return out
@@ -205,9 +207,7 @@ def linear_dgrad(dY, W, *, preact=None, activation=None, bias_grad=False, out=No
     Returns dX, or (dX, bias_grad)."""
     lib = adapter(dY)
     device = lib.device_of(dY)
-    act = ACTIVATIONS.get(activation)
-    if act is None:
-        act = _activation_code(activation)
+    act = _activation_code(activation)
     in_features = _dim(W, 1)
     if out is None:
         out = lib.empty_like_rows(dY, _rows_shape(dY, in_features))
@@ -222,7 +222,7 @@ def linear_dgrad(dY, W, *, preact=None, activation=None, bias_grad=False, out=No
     stream = _stream_of(lib, stream, device)
     ctx = _context(device)
     _run(ctx, ctx.linear_dgrad, lib, device, stream,
-         (dY, W, preact, bias_grad, out, act, _backend_code(backend), allow_tf32, stream))
+         (dY, W, preact, bias_grad, out, act, _backend_code(backend), _bool(allow_tf32, "allow_tf32"), stream))
     return out if bias_grad is None else (out, bias_grad)
 
 
@@ -232,6 +232,7 @@ def linear_wgrad(X, dY, *, out=None, accumulate=False, bias_grad=False, backend=
 
     bias_grad=True (or an output vector [out]) also gives the layer's bias gradient, the sum of
     dY over tokens. Returns dW, or (dW, bias_grad)."""
+    accumulate = _bool(accumulate, "accumulate")
     lib = adapter(X)
     device = lib.device_of(X)
     out_features = (_shape(dY) or (0,))[-1]
@@ -247,13 +248,28 @@ def linear_wgrad(X, dY, *, out=None, accumulate=False, bias_grad=False, backend=
     stream = _stream_of(lib, stream, device)
     ctx = _context(device)
     _run(ctx, ctx.linear_wgrad, lib, device, stream,
-         (X, dY, out, bool(accumulate), bias_grad, _backend_code(backend), allow_tf32, stream))
+         (X, dY, out, accumulate, bias_grad, _backend_code(backend), _bool(allow_tf32, "allow_tf32"), stream))
     return out if bias_grad is None else (out, bias_grad)
 
 
+def _bool(value, name):
+    """A yes/no argument: a bool (NumPy's too), 0 or 1."""
+    if value is True or value is False:
+        return value
+    try:
+        if value in (0, 1) and not isinstance(value, str):
+            return bool(value)
+    except (TypeError, ValueError):  # an array: no single truth value
+        pass
+    raise invalid(f"{name} is {value!r}; expected False or True")
+
+
 def _flag(value, name):
-    if value in (False, True, 0, 1):
-        return bool(value)
+    try:
+        if value in (False, True, 0, 1) and not isinstance(value, str):
+            return bool(value)
+    except (TypeError, ValueError):  # an array: no single truth value
+        raise invalid(f"{name} is {value!r}; expected False/True or 'N'/'T'") from None
     text = str(value).upper()
     if text in ("N", "T"):
         return text == "T"
@@ -319,12 +335,10 @@ def gemm(A, B, D=None, *, transa=False, transb=False, alpha=1.0, beta=0.0, epilo
         if bias_grad is None:
             bias_grad = lib.empty_like_rows(A, (gemm_m if _BIAS_GRAD_OVER_M[ep] else gemm_n,))
         extra = bias_grad
-    act = ACTIVATIONS.get(activation)
-    if act is None:
-        act = _activation_code(activation)
+    act = _activation_code(activation)
     stream = _stream_of(lib, stream, device)
     ctx = _context(device)
     _run(ctx, ctx.gemm, lib, device, stream,
          (A, B, D, ta, tb, alpha, beta, int(ep), act, bias, aux, ep in _WRITES_AUX,
-          bias_grad, _backend_code(backend), bool(allow_tf32), stream))
+          bias_grad, _backend_code(backend), _bool(allow_tf32, "allow_tf32"), stream))
     return D if extra is None else (D, extra)

@@ -410,6 +410,18 @@ def test_python_arguments_raise_epigemm_errors():
     with pytest.raises(epigemm.InvalidValueError, match=r"beta is 1e\+300; expected a magnitude float32 holds"):
         epigemm.gemm(A, A, np.zeros((3, 3), np.float32), transb=True, beta=1e300)
     assert epigemm.gemm(A, A, transb=True, epilogue=int(epigemm.Epilogue.DEFAULT))[0, 0] == 3.0
+    X, W = np.ones((3, 4), np.float32), np.ones((2, 4), np.float32)
+    for bad in (None, 2, "yes", np.array([1, 0])):
+        with pytest.raises(epigemm.InvalidValueError, match="allow_tf32 is .*; expected False or True"):
+            epigemm.linear_fprop(X, W, allow_tf32=bad)
+        with pytest.raises(epigemm.InvalidValueError, match="accumulate is .*; expected False or True"):
+            epigemm.linear_wgrad(X, np.ones((3, 2), np.float32), out=np.zeros((2, 4), np.float32), accumulate=bad)
+    with pytest.raises(epigemm.InvalidValueError, match="transa is .*; expected False/True or 'N'/'T'"):
+        epigemm.gemm(A, A, transa=np.array([1, 0]), transb=True)
+    with pytest.raises(epigemm.InvalidValueError, match=r"activation is \['relu'\]; expected None, 'identity'"):
+        epigemm.linear_fprop(X, W, activation=["relu"])
+    for good in (1, np.True_, True):
+        assert epigemm.linear_fprop(X, W, allow_tf32=good)[0, 0] == 4.0
     dX, g = sentinel((3, 4)), sentinel((4,))
     expect_error(epigemm.InvalidValueError, "preact is missing with bias_grad",
                  lambda: epigemm.linear_dgrad(np.ones((3, 2), np.float32), np.ones((2, 4), np.float32),
