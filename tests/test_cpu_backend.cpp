@@ -514,6 +514,72 @@ TEST(CpuBackend, SixteenBitOperandsAreWidenedInBlocks) {
   }
 }
 
+// A product with one row or one column of D is a matrix-vector product for the engine, which adds
+// its terms to each element of D in turn: past 2^24 a term of 1 is half an ulp and is lost, so
+// 2^24 + 1 + 1 + 1 + 1 came out 2^24. The backend sums such products in blocks of terms and adds
+// the blocks' sums (cpu_backend.cpp, kVectorShapedDepth): exactly 2^24 + 4 here. Every transpose,
+// fp32 and fp16 operands, beta 0 and 1, and vectors longer than the backend's slice of them.
+TEST(CpuBackend, MatrixVectorProductsSumLongGemmKInBlocks) {
+  const int64_t k = 4100;  // term 0: 4096 * 4096 = 2^24; terms 1-4095: 0; terms 4096-4099: 1
+  struct Extents {
+    int64_t m, n;
+  };
+  epigemm_context_t ctx = nullptr;
+  ASSERT_EQ(epigemm_context_create(&ctx), EPIGEMM_STATUS_SUCCESS);
+  for (const epigemm_dtype_t t : {F32, F16}) {
+    for (const Extents x : {Extents{1, 1}, Extents{1, 3}, Extents{5, 1}, Extents{1, 2049}, Extents{2049, 1}}) {
+      for (const epigemm_op_t transa : {EPIGEMM_OP_N, EPIGEMM_OP_T}) {
+        for (const epigemm_op_t transb : {EPIGEMM_OP_N, EPIGEMM_OP_T}) {
+          for (const float beta : {0.0f, 1.0f}) {
+            // op(A)[i, p] and op(B)[p, j] as stored (column-major, ld = rows as stored).
+            const size_t size = t == F32 ? 4 : 2;
+            std::vector<unsigned char> a(size_t(x.m * k) * size), b(size_t(k * x.n) * size);
+            auto term = [&](int64_t p) { return p == 0 ? 4096.0f : p >= 4096 ? 1.0f : 0.0f; };
+            auto put = [&](std::vector<unsigned char>& v, int64_t index, float value) {
+              if (t == F32) {
+                std::memcpy(v.data() + index * 4, &value, 4);
+              } else {
+                const uint16_t half = value == 4096.0f ? 0x6C00 : value == 1.0f ? 0x3C00 : 0x0000;
+                std::memcpy(v.data() + index * 2, &half, 2);
+              }
+            };
+            for (int64_t i = 0; i < x.m; ++i) {
+              for (int64_t p = 0; p < k; ++p) put(a, transa == EPIGEMM_OP_N ? i + p * x.m : p + i * k, term(p));
+            }
+            for (int64_t j = 0; j < x.n; ++j) {
+              for (int64_t p = 0; p < k; ++p) put(b, transb == EPIGEMM_OP_N ? p + j * k : j + p * x.n, term(p));
+            }
+            std::vector<float> d(size_t(x.m * x.n), beta == 0.0f ? std::numeric_limits<float>::quiet_NaN() : 2.0f);
+            const epigemm_matrix_t A{a.data(), t, transa == EPIGEMM_OP_N ? x.m : k, transa == EPIGEMM_OP_N ? k : x.m,
+                                     transa == EPIGEMM_OP_N ? x.m : k, EPIGEMM_MEMORY_HOST};
+            const epigemm_matrix_t B{b.data(), t, transb == EPIGEMM_OP_N ? k : x.n, transb == EPIGEMM_OP_N ? x.n : k,
+                                     transb == EPIGEMM_OP_N ? k : x.n, EPIGEMM_MEMORY_HOST};
+            const epigemm_matrix_t D{d.data(), F32, x.m, x.n, x.m, EPIGEMM_MEMORY_HOST};
+            epigemm_gemm_desc_t desc = nullptr;
+            ASSERT_EQ(epigemm_gemm_desc_create(&desc), EPIGEMM_STATUS_SUCCESS);
+            epigemm_gemm_desc_set_transpose(desc, transa, transb);
+            epigemm_gemm_desc_set_scalars(desc, 1.0f, beta);
+            epigemm_gemm_desc_set_backend(desc, EPIGEMM_BACKEND_CPU);
+            size_t bytes = 0;
+            ASSERT_EQ(epigemm_gemm_workspace_size(ctx, desc, &A, &B, &D, &bytes), EPIGEMM_STATUS_SUCCESS);
+            std::vector<unsigned char> workspace(bytes + 64);
+            ASSERT_EQ(epigemm_gemm(ctx, desc, &A, &B, &D, workspace.data(), bytes, nullptr), EPIGEMM_STATUS_SUCCESS)
+                << epigemm_context_last_error(ctx);
+            epigemm_gemm_desc_destroy(desc);
+            const float exact = 16777216.0f + 4.0f + (beta == 0.0f ? 0.0f : 2.0f);
+            int64_t wrong = 0;
+            for (const float v : d) wrong += v == exact ? 0 : 1;
+            EXPECT_EQ(wrong, 0) << (t == F32 ? "f32" : "f16") << " m " << x.m << " n " << x.n << " transa "
+                                << int(transa) << " transb " << int(transb) << " beta " << beta << ": D[0] = "
+                                << d[0] << ", exactly " << exact;
+          }
+        }
+      }
+    }
+  }
+  epigemm_context_destroy(ctx);
+}
+
 TEST(CpuBackend, SmallPanelsAndBlocksMatchTheReference) {
   CpuBackendOptions small;
   small.panel_columns = 16;

@@ -53,6 +53,46 @@ constexpr int64_t kOneThreadMultiplyAdds = int64_t(1) << 20;
 
 size_t round_up(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
 
+// An engine call whose C has one row or one column is a matrix-vector product, and the engines add
+// its gemm_k terms into each element of C one after another: with 2^25 terms of 0.5, C stalled at
+// 2^23, where 0.5 is half an ulp (a 50% error; dnnl_sgemm, fp32 and fp16 operands, every
+// transpose but one). Such a product over a longer gemm_k is summed in blocks of at most
+// kVectorShapedDepth terms (fp32 operands; the conversion block for fp16/bf16 ones), each block
+// computed into a buffer of kVectorShapedChunk elements on the stack and then added to acc: at
+// most one block's terms in a row, and one addition per block.
+constexpr int64_t kVectorShapedDepth = 4096;
+constexpr int64_t kVectorShapedChunk = 2048;
+
+// acc (rows x cols, ld_acc; rows == 1 or cols == 1) = alpha op(A) op(B) (+ beta acc) where
+// `first`, else acc += alpha op(A) op(B): op(A) rows x depth and op(B) depth x cols as in
+// cpu_sgemm, computed slice by slice of the vector into the stack buffer and then added.
+Status add_vector_shaped_block(CpuGemmEngine engine, epigemm_op_t transa, epigemm_op_t transb,
+                               int64_t rows, int64_t cols, int64_t depth, float alpha,
+                               const float* a, int64_t lda, const float* b, int64_t ldb, bool first,
+                               float beta, float* acc, int64_t ld_acc) {
+  float block[kVectorShapedChunk];
+  const bool one_row = rows == 1;
+  const int64_t extent = one_row ? cols : rows;
+  for (int64_t s0 = 0; s0 < extent; s0 += kVectorShapedChunk) {
+    const int64_t length = std::min(kVectorShapedChunk, extent - s0);
+    // One row: the columns s0.. of op(B); one column: the rows s0.. of op(A).
+    const float* a_slice = one_row ? a : a + (transa == EPIGEMM_OP_N ? s0 : s0 * lda);
+    const float* b_slice = one_row ? b + (transb == EPIGEMM_OP_N ? s0 * ldb : s0) : b;
+    EPIGEMM_RETURN_IF_ERROR(cpu_sgemm(engine, transa, transb, one_row ? 1 : length, one_row ? length : 1,
+                                      depth, alpha, a_slice, lda, b_slice, ldb, 0.0f, block,
+                                      one_row ? 1 : length));
+    for (int64_t i = 0; i < length; ++i) {
+      float& target = one_row ? acc[(s0 + i) * ld_acc] : acc[s0 + i];
+      if (!first) {
+        target += block[i];
+      } else {
+        target = beta == 0.0f ? block[i] : block[i] + beta * target;  // beta = 0 does not read acc
+      }
+    }
+  }
+  return Status();
+}
+
 // Byte offset of element (row, col) of a column-major matrix.
 char* element(const Matrix& m, int64_t row, int64_t col) {
   return static_cast<char*>(m.data) + (row + col * m.ld) * int64_t(dtype_size(m.dtype));
@@ -341,10 +381,23 @@ Status CpuBackend::panel_product(const GemmCall& call, const WorkspacePlan& plan
     }
   }
 
+  const bool vector_shaped = m == 1 || width == 1;
   if (call.a.dtype == EPIGEMM_DTYPE_F32) {
     const float* a = static_cast<const float*>(call.a.data);
     const float* b = reinterpret_cast<const float*>(
         call.transb == EPIGEMM_OP_N ? element(call.b, 0, j0) : element(call.b, j0, 0));
+    if (vector_shaped && k > kVectorShapedDepth) {
+      for (int64_t p0 = 0; p0 < k; p0 += kVectorShapedDepth) {
+        const int64_t depth = std::min(kVectorShapedDepth, k - p0);
+        // The terms p0..: columns of op(A), rows of op(B).
+        const float* a_block = a + (call.transa == EPIGEMM_OP_N ? p0 * call.a.ld : p0);
+        const float* b_block = b + (call.transb == EPIGEMM_OP_N ? p0 : p0 * call.b.ld);
+        EPIGEMM_RETURN_IF_ERROR(add_vector_shaped_block(options_.engine, call.transa, call.transb, m, width,
+                                                        depth, call.alpha, a_block, call.a.ld, b_block,
+                                                        call.b.ld, p0 == 0, call.beta, acc, ld_acc));
+      }
+      return Status();
+    }
     if (overwrite) {
       return cpu_sgemm_overwrite(options_.engine, call.transa, call.transb, m, width, k, a,
                                  call.a.ld, b, call.b.ld, gemm_bias, acc, ld_acc, bias_added);
@@ -360,7 +413,11 @@ Status CpuBackend::panel_product(const GemmCall& call, const WorkspacePlan& plan
     widen_blocks(call, j0, width, p0, depth, a_block, b_block);
     const int64_t lda = call.transa == EPIGEMM_OP_N ? m : depth;
     const int64_t ldb = call.transb == EPIGEMM_OP_N ? depth : width;
-    if (p0 == 0 && overwrite) {
+    if (vector_shaped && k > plan.k_block) {
+      EPIGEMM_RETURN_IF_ERROR(add_vector_shaped_block(options_.engine, call.transa, call.transb, m, width,
+                                                      depth, call.alpha, a_block, lda, b_block, ldb,
+                                                      p0 == 0, call.beta, acc, ld_acc));
+    } else if (p0 == 0 && overwrite) {
       bool unused = false;
       EPIGEMM_RETURN_IF_ERROR(cpu_sgemm_overwrite(options_.engine, call.transa, call.transb, m,
                                                   width, depth, a_block, lda, b_block, ldb,
