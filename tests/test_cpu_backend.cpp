@@ -518,7 +518,8 @@ TEST(CpuBackend, SixteenBitOperandsAreWidenedInBlocks) {
 // its terms to each element of D in turn: past 2^24 a term of 1 is half an ulp and is lost, so
 // 2^24 + 1 + 1 + 1 + 1 came out 2^24. The backend sums such products in blocks of terms and adds
 // the blocks' sums (cpu_backend.cpp, kVectorShapedDepth): exactly 2^24 + 4 here. Every transpose,
-// fp32 and fp16 operands, beta 0 and 1, and vectors longer than the backend's slice of them.
+// fp32 and fp16 operands, beta 0 and 1, vectors longer than the fp32 path's slice of them, and a
+// last panel of one column.
 TEST(CpuBackend, MatrixVectorProductsSumLongGemmKInBlocks) {
   const int64_t k = 4100;  // term 0: 4096 * 4096 = 2^24; terms 1-4095: 0; terms 4096-4099: 1
   struct Extents {
@@ -527,7 +528,9 @@ TEST(CpuBackend, MatrixVectorProductsSumLongGemmKInBlocks) {
   epigemm_context_t ctx = nullptr;
   ASSERT_EQ(epigemm_context_create(&ctx), EPIGEMM_STATUS_SUCCESS);
   for (const epigemm_dtype_t t : {F32, F16}) {
-    for (const Extents x : {Extents{1, 1}, Extents{1, 3}, Extents{5, 1}, Extents{1, 2049}, Extents{2049, 1}}) {
+    // 3 x 513: fp16 D's panels of 512 columns leave a last one of one column.
+    for (const Extents x : {Extents{1, 1}, Extents{1, 3}, Extents{5, 1}, Extents{1, 2049}, Extents{2049, 1},
+                            Extents{3, 513}}) {
       for (const epigemm_op_t transa : {EPIGEMM_OP_N, EPIGEMM_OP_T}) {
         for (const epigemm_op_t transb : {EPIGEMM_OP_N, EPIGEMM_OP_T}) {
           for (const float beta : {0.0f, 1.0f}) {
