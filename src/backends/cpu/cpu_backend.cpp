@@ -68,7 +68,7 @@ constexpr int64_t kVectorSlice = 2048;
 
 // acc (rows x cols, ld_acc; rows == 1 or cols == 1) = alpha op(A) op(B) (+ beta acc) where
 // `first`, else acc += alpha op(A) op(B): op(A) rows x depth and op(B) depth x cols as in
-// cpu_sgemm, computed into `buffer` (`capacity` floats) a slice of the vector at a time, then added.
+// cpu_sgemm, computed into `block` (`capacity` floats) a slice of the vector at a time, then added.
 Status add_vector_shaped_block(CpuGemmEngine engine, epigemm_op_t transa, epigemm_op_t transb,
                                int64_t rows, int64_t cols, int64_t depth, float alpha,
                                const float* a, int64_t lda, const float* b, int64_t ldb, bool first,
