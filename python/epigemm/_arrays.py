@@ -4,7 +4,8 @@ same library, which CUDA stream is current, and where the device workspace comes
 The extension reads PyTorch tensors and NumPy arrays itself (python/src/epigemm_module.cpp,
 "reading arrays"); describe() here reads the others (CuPy, JAX and other DLPack arrays, NumPy
 arrays of ml_dtypes' bfloat16). Every library is an adapter with:
-  device_of(a) -> -1 for host memory, else the CUDA device index
+  device_of(a, name) -> -1 for host memory, else the CUDA device index (name: the argument's, for
+    a message)
   empty_like_rows(like, shape) -> a new contiguous array of like's library, device and dtype
   describe(a, name, output) -> (data, dtype, shape, strides in elements, device[, holder]), where
     holder, if given, must be kept until the call is done (it keeps the memory valid)
@@ -29,7 +30,7 @@ class _HostArrays:
     """Arrays in host memory: no stream, the extension's own host workspace."""
 
     @staticmethod
-    def device_of(a):
+    def device_of(a, name="the first operand"):
         return -1
 
     @staticmethod
@@ -103,7 +104,7 @@ class _TorchTensors:
         self.fast = load_torch_operators()[0]
 
     @staticmethod
-    def device_of(a):
+    def device_of(a, name="the first operand"):
         return a.get_device() if a.is_cuda else -1
 
     @staticmethod
@@ -155,7 +156,7 @@ class _CupyArrays:
         self.dtypes = {numpy.dtype(numpy.float32): F32, numpy.dtype(numpy.float16): F16}
 
     @staticmethod
-    def device_of(a):
+    def device_of(a, name="the first operand"):
         return a.device.id
 
     def empty_like_rows(self, like, shape):
@@ -194,8 +195,8 @@ class _DlpackArrays(_HostArrays):
     name = "dlpack"
     fast = None  # the C++ path of epigemm.linear_fprop (torch tensors only)
 
-    def device_of(self, a):
-        return self.describe(a, "the first operand")[4]
+    def device_of(self, a, name="the first operand"):
+        return self.describe(a, name)[4]
 
     def describe(self, a, name, output=False):
         try:

@@ -163,17 +163,18 @@ def linear_fprop(X, W, bias=None, *, activation=None, save_preact=True, out=None
     save_preact=False. Returns Y, or (Y, preact) when the pre-activation is saved. Outputs given
     by out= / preact_out= are written in place; otherwise they are allocated (same library,
     device and dtype as X)."""
+    save_preact = _bool(save_preact, "save_preact")
     lib = adapter(X)
     fast = lib.fast
     if fast is not None and out is None and preact_out is None and stream is None:
         # Plain CUDA tensors, outputs to allocate, the current stream: read and allocated in C++
         # (python/src/torch_ops.cpp); None when it does not take the call, which then runs here.
-        result = fast.linear_fprop(X, W, bias, _activation_code(activation), _bool(save_preact, "save_preact"),
+        result = fast.linear_fprop(X, W, bias, _activation_code(activation), save_preact,
                                    BACKENDS.get(backend), _bool(allow_tf32, "allow_tf32"))
         if result is not None:
             _STATE.last = fast  # its last_backend() reports this thread's calls on that path
             return result
-    device = lib.device_of(X)
+    device = lib.device_of(X, "X")
     act = _activation_code(activation)
     rows_shape = None
     if out is None:
@@ -206,7 +207,7 @@ def linear_dgrad(dY, W, *, preact=None, activation=None, bias_grad=False, out=No
     (or an output vector [in]) also gives that layer's bias gradient, the sum of dX over tokens.
     Returns dX, or (dX, bias_grad)."""
     lib = adapter(dY)
-    device = lib.device_of(dY)
+    device = lib.device_of(dY, "dY")
     act = _activation_code(activation)
     in_features = _dim(W, 1)
     if out is None:
@@ -234,7 +235,7 @@ def linear_wgrad(X, dY, *, out=None, accumulate=False, bias_grad=False, backend=
     dY over tokens. Returns dW, or (dW, bias_grad)."""
     accumulate = _bool(accumulate, "accumulate")
     lib = adapter(X)
-    device = lib.device_of(X)
+    device = lib.device_of(X, "X")
     out_features = (_shape(dY) or (0,))[-1]
     _same_tokens(X, "X", dY, "dY")
     if out is None:
@@ -304,7 +305,7 @@ def gemm(A, B, D=None, *, transa=False, transb=False, alpha=1.0, beta=0.0, epilo
     DACT_BGRAD / BGRADB / BGRADA. Returns D, or (D, aux) for ACT_AUX / ACT_AUX_BIAS, or
     (D, bias_grad) for DACT_BGRAD / BGRADB / BGRADA."""
     lib = adapter(A)
-    device = lib.device_of(A)
+    device = lib.device_of(A, "A")
     ta, tb = _flag(transa, "transa"), _flag(transb, "transb")
     alpha, beta = _scalar(alpha, "alpha"), _scalar(beta, "beta")
     ep = None

@@ -108,15 +108,26 @@ nb::object call_method(PyObject* o, PyObject* name) {
 
 std::string text_of(nb::handle h) { return nb::cast<std::string>(nb::str(h)); }
 
+// False where the tuple is longer than kMaxDims (*count says how long) or no tuple (*count -1).
 bool read_int_tuple(PyObject* tuple, int64_t* values, int* count) {
-  if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) > kMaxDims) return false;
-  *count = int(PyTuple_GET_SIZE(tuple));
+  *count = PyTuple_Check(tuple) ? int(PyTuple_GET_SIZE(tuple)) : -1;
+  if (*count < 0 || *count > kMaxDims) return false;
   for (int i = 0; i < *count; ++i) values[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, i));
   if (PyErr_Occurred()) throw nb::python_error();
   return true;
 }
 
 const char* const kDtypeExpected = "; expected float32, float16 or bfloat16";
+
+// What is wrong with a shape of `dims` dimensions and `strides` strides that was not read.
+std::string shape_error(const char* name, int dims, int strides) {
+  if (dims > kMaxDims || strides > kMaxDims) {
+    return std::string(name) + " has " + std::to_string(std::max(dims, strides)) + " dimensions; expected at most " +
+           std::to_string(kMaxDims);
+  }
+  return std::string(name) + " has a shape of " + std::to_string(dims) + " dimensions and " + std::to_string(strides) +
+         " strides; expected one stride per dimension";
+}
 
 // The operands of one call: reads each, checks they share one device, and says what is wrong.
 // It also holds what keeps their memory valid until the call is done (it is destroyed after the
@@ -301,7 +312,7 @@ class Operands {
     int n = 0, m = 0;
     if (!read_int_tuple(attribute(o, s_shape).ptr(), v->shape, &n) ||
         !read_int_tuple(call_method(o, s_stride).ptr(), v->strides, &m) || n != m) {
-      error = std::string(name) + " has more than " + std::to_string(kMaxDims) + " dimensions";
+      error = shape_error(name, n, m);
       return false;
     }
     v->ndim = n;
@@ -337,7 +348,7 @@ class Operands {
       return -1;
     }
     if (view.ndim > kMaxDims) {
-      error = std::string(name) + " has more than " + std::to_string(kMaxDims) + " dimensions";
+      error = shape_error(name, view.ndim, view.ndim);
       return -1;
     }
     v->data = view.buf;
@@ -379,7 +390,7 @@ class Operands {
     if (!shape.is_valid() || !strides.is_valid()) throw nb::python_error();
     int n = 0, m = 0;
     if (!read_int_tuple(shape.ptr(), v->shape, &n) || !read_int_tuple(strides.ptr(), v->strides, &m) || n != m) {
-      error = std::string(name) + " has more than " + std::to_string(kMaxDims) + " dimensions";
+      error = shape_error(name, n, m);
       return false;
     }
     v->ndim = n;

@@ -422,6 +422,12 @@ def test_python_arguments_raise_epigemm_errors():
         epigemm.linear_fprop(X, W, activation=["relu"])
     for good in (1, np.True_, True):
         assert epigemm.linear_fprop(X, W, allow_tf32=good)[0, 0] == 4.0
+    with pytest.raises(epigemm.InvalidValueError, match="save_preact is .*; expected False or True"):
+        epigemm.linear_fprop(X, W, activation="relu", save_preact=np.array([1, 0]))
+    with pytest.raises(epigemm.InvalidValueError, match="X is a builtins.list; expected an array"):
+        epigemm.linear_fprop([[1.0] * 4] * 3, W)
+    with pytest.raises(epigemm.InvalidValueError, match="X has 33 dimensions; expected at most 32"):
+        epigemm.linear_fprop(np.ones((1,) * 32 + (4,), np.float32), W)
     dX, g = sentinel((3, 4)), sentinel((4,))
     expect_error(epigemm.InvalidValueError, "preact is missing with bias_grad",
                  lambda: epigemm.linear_dgrad(np.ones((3, 2), np.float32), np.ones((2, 4), np.float32),
