@@ -21,7 +21,6 @@
 #include <cstring>
 #include <cstdint>
 #include <cstdlib>
-#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -143,7 +142,7 @@ class Operands {
   Operands(const Operands&) = delete;
   Operands& operator=(const Operands&) = delete;
   ~Operands() {
-    for (Py_buffer& view : views_) PyBuffer_Release(&view);
+    for (int i = 0; i < view_count_; ++i) PyBuffer_Release(&views_[i]);
   }
 
   epigemm_memory_t memory() const { return device_ < 0 ? EPIGEMM_MEMORY_HOST : EPIGEMM_MEMORY_DEVICE; }
@@ -364,7 +363,11 @@ class Operands {
       }
       v->strides[i] = view.strides[i] / view.itemsize;
     }
-    views_.push_back(view);  // a deque: the kept views never move
+    if (view_count_ == kMaxOperands) {  // more than any call reads
+      error = std::string(name) + ": more than " + std::to_string(kMaxOperands) + " array operands in one call";
+      return -1;
+    }
+    views_[view_count_++] = view;
     release.kept = true;
     return 1;
   }
@@ -399,7 +402,12 @@ class Operands {
 
   int device_ = kNoDevice;
   const char* first_ = "";
-  std::deque<Py_buffer> views_;
+  // In place, not in a container that allocates: the reader runs on every call (a NumPy call's
+  // whole Python overhead is a few microseconds). A call reads at most 6 arrays (gemm's A, B, D,
+  // bias, aux, bias_grad).
+  static constexpr int kMaxOperands = 8;
+  Py_buffer views_[kMaxOperands];
+  int view_count_ = 0;
   std::vector<nb::object> held_;
 };
 
