@@ -50,11 +50,15 @@ test: build
 
 # The Python package (pyproject.toml, python/): `pip install .` into a venv under $(BUILD_DIR),
 # then its tests (PyTorch's are skipped, with the reason, where PyTorch is not installed).
+# WITH_TORCH=1 installs PyPI's newest torch into that venv first (about 5 GB with the CUDA
+# libraries it depends on), so that the package's PyTorch operators are built against it and the
+# PyTorch tests run (on CPU tensors where there is no GPU).
 PY_VENV := $(BUILD_DIR)/python-venv
 python-test: deps
 	@test -x $(PY_VENV)/bin/python || python3 -m venv $(PY_VENV) || \
 	  { echo "python3 -m venv failed: on Debian, apt-get install python3-venv python3-dev"; exit 1; }
 	$(PY_VENV)/bin/python -m pip install -q numpy pytest ml_dtypes scikit-build-core nanobind
+	@if [ "$(WITH_TORCH)" = 1 ]; then $(PY_VENV)/bin/python -m pip install -q --upgrade torch; fi
 	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PY_VENV)/bin/python -m pip install -q --no-build-isolation $(PY_BUILD_FLAGS) .
 	$(PY_VENV)/bin/python -m pytest -q -rs -p no:cacheprovider python/tests
 
