@@ -18,7 +18,7 @@ PyTorch operators written in C++ (torch.ops.epigemm_cpp.linear / .mlp, whose bac
 autograd node) where the package was built against the installed torch, else in plain Python
 autograd Functions (cpp_operators() says which). Inputs that are not contiguous are copied to
 contiguous ones first. dtypes float32, float16 and bfloat16 on the CPU and on CUDA devices; the
-input, weights and biases of one call have one dtype (no autocast).
+input and weights of one call have one dtype, a bias that dtype or float32 (no autocast).
 """
 
 from typing import Optional, Tuple
@@ -40,6 +40,7 @@ _ACTIVATION_MODULES = {
     "relu": nn.ReLU,
     "silu": nn.SiLU,
     None: nn.Identity,
+    "identity": nn.Identity,
 }
 
 
@@ -202,6 +203,35 @@ _mlp_op.register_autograd(_mlp_backward_with(_linear_dgrad_op, _linear_wgrad_op)
 # A custom operator's dispatch and autograd wrapper cost tens of microseconds per call in eager
 # mode (python/bench/bench_overhead.py); a plain Function around the same code costs a fraction.
 
+def _computed_once(layer, backward, depends_on):
+    """backward, refusing create_graph=True where a gradient asked for depends on a tensor that
+    requires a gradient (depends_on(ctx, grads): the upstream gradients and the saved tensors the
+    asked-for gradients are computed from). The formulas are library calls that autograd does not
+    record, so gradients meant to be differentiated again would silently lack every path through
+    the layer; the C++ operators refuse the same calls."""
+    def checked(ctx, *grads):
+        if torch.is_grad_enabled() and any(
+                t is not None and t.requires_grad for t in depends_on(ctx, grads)):
+            raise invalid(f"{layer}'s backward ran with create_graph=True; expected create_graph=False: "
+                          "epigemm.torch's gradients are computed once and cannot be differentiated "
+                          "again (use torch.nn's layers for a second derivative)")
+        return backward(ctx, *grads)
+    return checked
+
+
+def _linear_gradient_inputs(ctx, grads):
+    """dx = dy weight, dw = dy^T x, db = the sum of dy."""
+    x, weight = ctx.saved_tensors
+    needs_x, needs_weight, _ = ctx.needs_input_grad
+    return grads + ((weight,) if needs_x else ()) + ((x,) if needs_weight else ())
+
+
+def _mlp_gradient_inputs(ctx, grads):
+    """Every gradient goes through the activation's on pre = x w1^T + b1 (but the identity's)."""
+    x, w1, w2, _, _ = ctx.saved_tensors
+    return grads[:1] + (x, w1, w2)
+
+
 class _LinearFunction(torch.autograd.Function):
     # forward takes ctx (no separate setup_context): Function.apply binds the arguments of a
     # setup_context-style forward through inspect.signature, which costs more than the operators.
@@ -211,7 +241,9 @@ class _LinearFunction(torch.autograd.Function):
         _linear_setup(ctx, (x, weight, bias), y)
         return y
 
-    backward = staticmethod(_linear_backward_with(_linear_dgrad_impl, _linear_wgrad_impl))
+    backward = staticmethod(
+        _computed_once("Linear", _linear_backward_with(_linear_dgrad_impl, _linear_wgrad_impl),
+                       _linear_gradient_inputs))
 
 
 class _MLPFunction(torch.autograd.Function):
@@ -221,7 +253,9 @@ class _MLPFunction(torch.autograd.Function):
         _mlp_setup(ctx, (x, w1, b1, w2, b2, activation), output)
         return output
 
-    backward = staticmethod(_mlp_backward_with(_linear_dgrad_impl, _linear_wgrad_impl))
+    backward = staticmethod(
+        _computed_once("MLP", _mlp_backward_with(_linear_dgrad_impl, _linear_wgrad_impl),
+                       _mlp_gradient_inputs))
 
 
 _PLAIN_TENSORS = (torch.Tensor, nn.Parameter)
@@ -267,8 +301,14 @@ def _unrows(y: Tensor, x: Tensor, features: int) -> Tensor:
     return y if x.dim() == 2 else y.reshape(x.shape[:-1] + (features,))
 
 
+def _check_matrix(weight: Tensor, name: str, expected: str):
+    if weight.dim() != 2:
+        raise invalid(f"{name} has shape {tuple(weight.shape)}; expected {expected}")
+
+
 def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
     """F.linear on epigemm: x [..., in], weight [out, in], bias [out] -> [..., out]."""
+    _check_matrix(weight, "weight", "[out_features, in_features]")
     rows = _rows(x, weight.shape[1], "x")
     if _eager(rows, weight, bias):
         y = None
@@ -288,6 +328,11 @@ def mlp(x: Tensor, w1: Tensor, b1: Optional[Tensor], w2: Tensor, b2: Optional[Te
         activation: Optional[str] = "gelu_tanh") -> Tensor:
     """fc2(act(fc1(x))) on epigemm: x [..., in], w1 [hidden, in], w2 [out, hidden] -> [..., out]."""
     _check_activation(activation)
+    _check_matrix(w1, "w1", "[hidden_features, in_features]")
+    _check_matrix(w2, "w2", "[out_features, hidden_features]")
+    if w2.shape[1] != w1.shape[0]:
+        raise invalid(f"w2 has shape {tuple(w2.shape)}; expected [out_features, {w1.shape[0]}] "
+                      f"(hidden_features = w1.shape[0])")
     rows = _rows(x, w1.shape[1], "x")
     act = "identity" if activation is None else activation
     if _eager(rows, w1, b1, w2, b2):
@@ -319,7 +364,13 @@ class MLP(nn.Sequential):
     keys are those of nn.Sequential(nn.Linear, nn.GELU(approximate="tanh"), nn.Linear), i.e.
     "0.weight", "0.bias", "2.weight", "2.bias", so either loads the other's state_dict. fc1 and
     fc2 name the two layers. activation: "gelu_tanh" (default), "gelu_erf" (nn.GELU()), "relu",
-    "silu" or None; fc2's dgrad applies its derivative in the epilogue (DACT_BGRAD)."""
+    "silu" or None ("identity"); fc2's dgrad applies its derivative in the epilogue (DACT_BGRAD).
+
+    The forward reads the modules it holds at each call: the activation is the module at index 1
+    (nn.GELU in either form, nn.ReLU, nn.SiLU or nn.Identity), and the two layers' parameters are
+    fc1's and fc2's. Where the modules are anything else (another activation, a layer that is not
+    an nn.Linear, more or fewer modules) or carry hooks, they run one after another as in
+    nn.Sequential, so that what the model holds is what it computes."""
 
     def __init__(self, in_features: int, hidden_features: int, out_features: Optional[int] = None,
                  activation: Optional[str] = "gelu_tanh", bias: bool = True, device=None, dtype=None):
@@ -329,7 +380,6 @@ class MLP(nn.Sequential):
         super().__init__(Linear(in_features, hidden_features, bias, **factory),
                          _ACTIVATION_MODULES[activation](),
                          Linear(hidden_features, out_features, bias, **factory))
-        self.activation = activation
 
     @property
     def fc1(self) -> Linear:
@@ -339,9 +389,55 @@ class MLP(nn.Sequential):
     def fc2(self) -> Linear:
         return self[2]
 
+    @property
+    def activation(self):
+        """The activation the forward applies, by name ("gelu_tanh", "gelu_erf", "relu", "silu",
+        or None for nn.Identity), or the module at index 1 where it is none of these."""
+        module = self[1] if len(self) > 1 else None
+        name = _fused_activation_of(module)
+        return module if name is _NOT_FUSED else name
+
+    def _fused_activation(self):
+        """The activation's name where the forward runs fused, else _NOT_FUSED."""
+        modules = self._modules  # (self[i] costs a microsecond each)
+        if len(modules) != 3:
+            return _NOT_FUSED
+        fc1, activation, fc2 = modules.values()
+        if type(fc1) not in _LINEARS or type(fc2) not in _LINEARS:
+            return _NOT_FUSED
+        for m in (fc1, activation, fc2):
+            if (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks
+                    or getattr(m, "_backward_pre_hooks", None)):
+                return _NOT_FUSED
+        return _fused_activation_of(activation)
+
     def forward(self, input: Tensor) -> Tensor:
-        fc1, fc2 = self[0], self[2]
-        return mlp(input, fc1.weight, fc1.bias, fc2.weight, fc2.bias, self.activation)
+        activation = self._fused_activation()
+        if activation is _NOT_FUSED:
+            return super().forward(input)
+        fc1, _, fc2 = self._modules.values()
+        return mlp(input, fc1.weight, fc1.bias, fc2.weight, fc2.bias, activation)
 
     def extra_repr(self) -> str:
-        return f"activation={self.activation!r}"
+        activation = self._fused_activation()
+        if activation is _NOT_FUSED:
+            return "not fused: the modules run one after another"
+        return f"activation={activation!r}"
+
+
+_NOT_FUSED = object()
+_LINEARS = (Linear, nn.Linear)
+
+
+def _fused_activation_of(module):
+    """The activation name of an activation module MLP fuses, else _NOT_FUSED."""
+    kind = type(module)
+    if kind is nn.GELU:
+        return "gelu_tanh" if module.approximate == "tanh" else "gelu_erf"
+    if kind is nn.ReLU:
+        return "relu"
+    if kind is nn.SiLU:
+        return "silu"
+    if kind is nn.Identity:
+        return None
+    return _NOT_FUSED

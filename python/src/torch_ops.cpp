@@ -54,8 +54,11 @@ epigemm_memory_t memory_of(const at::Tensor& t) {
 // meaningless (PyTorch calls a [1, n] tensor with row stride 0 contiguous), so it is not looked at;
 // a [n, 1] column of a wider matrix (strides (m, 1)) or a gradient expanded to [n, 1] (strides
 // (0, 1), from y.sum(0) of a one-output layer) keeps its real row stride.
+// A tensor without elements has no rows to read, whatever its strides (autograd hands the backward
+// of a layer over zero tokens a [0, n] gradient with strides (0, 0)).
 bool has_rows_as_the_c_api_reads_them(const at::Tensor& t) {
   if (t.dim() != 2) return false;
+  if (t.numel() == 0) return true;
   const int64_t rows = t.size(0), cols = t.size(1);
   return (cols <= 1 || t.stride(1) == 1) && (rows <= 1 || t.stride(0) >= std::max<int64_t>(cols, 1));
 }
@@ -281,6 +284,21 @@ at::Tensor contiguous_or_undefined(const at::Tensor& t) { return t.defined() ? t
 // transposed tensor).
 at::Tensor rows_contiguous(const at::Tensor& t) { return has_rows_as_the_c_api_reads_them(t) ? t : t.contiguous(); }
 
+// With create_graph=True autograd runs a backward with gradient recording on, to differentiate the
+// gradients again (a gradient penalty, a Hessian-vector product). These backward formulas are
+// library calls that record nothing, so such gradients would silently lack every path through the
+// layer: where a gradient asked for depends on a tensor that requires a gradient, the backward
+// refuses instead. `depends_on`: the upstream gradient and the saved tensors that the asked-for
+// gradients are computed from. The Python Functions (epigemm/torch.py) refuse the same calls.
+void refuse_a_recorded_backward(const char* layer, const std::vector<at::Tensor>& depends_on) {
+  if (!at::GradMode::is_enabled()) return;
+  for (const at::Tensor& t : depends_on) {
+    TORCH_CHECK(!(t.defined() && t.requires_grad()), "epigemm: ", layer,
+                "'s backward ran with create_graph=True; expected create_graph=False: epigemm.torch's gradients are "
+                "computed once and cannot be differentiated again (use torch.nn's layers for a second derivative)");
+  }
+}
+
 // An absent bias is an empty optional: Function::apply registers only the tensors present as
 // inputs of the graph, so ctx->needs_input_grad counts those (an absent bias has no index), while
 // backward returns one entry per argument of forward.
@@ -301,6 +319,8 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
     const bool has_bias = ctx->saved_data["has_bias"].toBool();
     const bool needs_x = ctx->needs_input_grad(0), needs_weight = ctx->needs_input_grad(1),
                needs_bias = has_bias && ctx->needs_input_grad(2);
+    // dx = dy weight, dw = dy^T x, db = the sum of dy.
+    refuse_a_recorded_backward("Linear", {grads[0], needs_x ? weight : at::Tensor(), needs_weight ? x : at::Tensor()});
     const at::Tensor dy = rows_contiguous(grads[0]);
     at::Tensor dx, dw, db;
     if (needs_x) dx = data_gradient(dy, weight, at::Tensor(), EPIGEMM_ACTIVATION_IDENTITY, at::Tensor());
@@ -344,6 +364,8 @@ class MLPFunction : public torch::autograd::Function<MLPFunction> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
+    // Every gradient goes through the activation's on pre = x w1^T + b1 (but the identity's).
+    refuse_a_recorded_backward("MLP", {grads[0], saved[0], saved[1], saved[2]});
     const at::Tensor &x = saved[0], &w1 = saved[1], &w2 = saved[2], &h = saved[3], &pre = saved[4];
     const auto act = static_cast<epigemm_activation_t>(ctx->saved_data["activation"].toInt());
     // The graph's inputs: x, w1, b1 (if given), w2, b2 (if given).

@@ -556,3 +556,167 @@ def test_allocating_calls_on_cuda_tensors_take_the_cpp_path(dtype):
     Xt = X.t().contiguous().t()
     assert fast.linear_fprop(Xt, W, b, 0, True, 0, False) is None
     torch.testing.assert_close(epigemm.linear_fprop(Xt.contiguous(), W, b), epigemm.linear_fprop(X, W, b))
+
+
+# ---- what the modules do at the edges: no tokens, second derivatives, the modules an MLP holds ---
+
+def layer_paths(device):
+    """The three ways a layer's call can run: the module (eager: the C++ operators where built,
+    else the Python Functions), the Python Functions called directly, and the custom operators
+    (what torch.compile sees)."""
+    def module_linear(x, w, b):
+        layer = et.Linear(w.shape[1], w.shape[0], device=device)
+        with torch.no_grad():
+            layer.weight.copy_(w)
+            layer.bias.copy_(b)
+        return layer(x), [layer.weight, layer.bias]
+
+    def function_linear(x, w, b):
+        w, b = w.clone().requires_grad_(), b.clone().requires_grad_()
+        return et._LinearFunction.apply(x, w, b), [w, b]
+
+    def operator_linear(x, w, b):
+        w, b = w.clone().requires_grad_(), b.clone().requires_grad_()
+        return torch.ops.epigemm.linear(x, w, b), [w, b]
+
+    return {"module": module_linear, "function": function_linear, "operator": operator_linear}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("path", ["module", "function", "operator"])
+def test_a_layer_over_zero_tokens_has_a_backward(device, path):
+    """A batch without tokens: y is [0, out], and the backward (whose upstream gradient autograd
+    gives as a [0, out] tensor with zero strides) gives an empty dx and zero parameter gradients.
+    The C++ operators refused that gradient's strides before."""
+    w, b = torch.randn(8, 16, device=device), torch.randn(8, device=device)
+    x = torch.randn(0, 16, device=device, requires_grad=True)
+    y, params = layer_paths(device)[path](x, w, b)
+    assert y.shape == (0, 8)
+    y.sum().backward()
+    assert x.grad.shape == (0, 16)
+    for p in params:
+        assert torch.equal(p.grad, torch.zeros_like(p))
+    mlp = et.MLP(16, 32, 8, device=device)
+    x = torch.randn(2, 0, 16, device=device, requires_grad=True)
+    mlp(x).sum().backward()
+    assert x.grad.shape == (2, 0, 16)
+    for p in mlp.parameters():
+        assert torch.equal(p.grad, torch.zeros_like(p))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_second_derivative_is_refused_not_wrong(device):
+    """create_graph=True asks for gradients that can be differentiated again (a gradient penalty);
+    the backward formulas are library calls that autograd does not record, so they would lack the
+    layer's part: the backward refuses instead, on the C++ and the Python paths alike."""
+    torch.manual_seed(10)
+    message = "backward ran with create_graph=True; expected create_graph=False"
+
+    def penalty(model, x):
+        x = x.clone().requires_grad_()
+        gx, = torch.autograd.grad(model(x).sum(), x, create_graph=True)
+        gx.square().sum().backward()
+
+    x = torch.randn(5, 8, device=device)
+    head = et.Linear(16, 1, device=device)
+    models = [torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), head).to(device),  # silently wrong before
+              torch.nn.Sequential(et.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1)).to(device),
+              torch.nn.Sequential(et.MLP(8, 16), torch.nn.Linear(8, 1)).to(device)]
+    for model in models:
+        with pytest.raises(Exception, match=message):
+            penalty(model, x)
+    linear = et.Linear(8, 3, device=device)
+    for function, args in ((et._LinearFunction.apply, (linear.weight, linear.bias)),
+                           (et._MLPFunction.apply, (linear.weight, linear.bias,
+                                                    torch.randn(2, 3, device=device), None, "relu"))):
+        xi = x.clone().requires_grad_()
+        y = function(xi, *args)
+        y = y[0] if isinstance(y, tuple) else y
+        with pytest.raises(epigemm.InvalidValueError, match=message):
+            torch.autograd.grad(y.sum(), xi, create_graph=True)
+    # Where the gradient asked for depends on nothing that requires a gradient (dx = dy weight with
+    # a frozen weight), create_graph=True is harmless and runs.
+    linear.requires_grad_(False)
+    xi = x.clone().requires_grad_()
+    gx, = torch.autograd.grad(linear(xi).sum(), xi, create_graph=True)
+    torch.testing.assert_close(gx, linear.weight.sum(0).expand(5, 8))
+
+
+def test_mlp_computes_the_modules_it_holds():
+    """The forward reads the modules at each call: a replaced activation is the one applied, a
+    module it does not fuse (or a hook) makes the modules run one after another, as nn.Sequential."""
+    torch.manual_seed(11)
+    x = torch.randn(6, 8)
+    m = et.MLP(8, 16, 4)
+    reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(approximate="tanh"),
+                                    torch.nn.Linear(16, 4))
+    reference.load_state_dict(m.state_dict())
+    for module, name in ((torch.nn.ReLU(), "relu"), (torch.nn.SiLU(), "silu"), (torch.nn.GELU(), "gelu_erf"),
+                         (torch.nn.Identity(), None), (torch.nn.Tanh(), None)):
+        m[1] = module
+        reference[1] = module
+        assert m.activation == (name if not isinstance(module, torch.nn.Tanh) else module)
+        torch.testing.assert_close(m(x), reference(x), rtol=1e-5, atol=1e-6)
+    assert "not fused" in repr(m)
+    m[1] = torch.nn.ReLU()
+    assert "activation='relu'" in repr(m)
+    seen = []
+    handle = m[0].register_forward_hook(lambda module, args, out: seen.append(out.shape))
+    reference[1] = torch.nn.ReLU()
+    torch.testing.assert_close(m(x), reference(x), rtol=1e-5, atol=1e-6)
+    assert seen == [(6, 16)]
+    handle.remove()
+    m[2] = torch.nn.Linear(16, 4)  # a torch.nn layer is still fused: its weight and bias are read
+    m[2].load_state_dict(reference[2].state_dict())
+    torch.testing.assert_close(m(x), reference(x), rtol=1e-5, atol=1e-6)
+    assert m.activation == "relu"
+
+
+def test_weights_of_other_shapes_are_refused_with_their_shapes():
+    x = torch.randn(5, 16)
+    with pytest.raises(epigemm.InvalidValueError, match=r"weight has shape \(16,\); expected \[out_features, in_features\]"):
+        et.linear(x, torch.randn(16))
+    with pytest.raises(epigemm.InvalidValueError, match=r"weight has shape \(2, 8, 16\)"):
+        et.linear(x, torch.randn(2, 8, 16))
+    with pytest.raises(epigemm.InvalidValueError, match=r"w2 has shape \(4, 9\); expected \[out_features, 8\]"):
+        et.mlp(x, torch.randn(8, 16), None, torch.randn(4, 9), None)
+    with pytest.raises(epigemm.InvalidValueError, match=r"w1 has shape \(16,\)"):
+        et.mlp(x, torch.randn(16), None, torch.randn(4, 8), None)
+
+
+def test_identity_names_the_mlp_without_activation():
+    torch.manual_seed(12)
+    m = et.MLP(4, 8, activation="identity")
+    assert isinstance(m[1], torch.nn.Identity) and m.activation is None
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(et.mlp(x, m.fc1.weight, m.fc1.bias, m.fc2.weight, m.fc2.bias, "identity"),
+                               et.mlp(x, m.fc1.weight, m.fc1.bias, m.fc2.weight, m.fc2.bias, None))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_float32_bias_beside_16_bit_weights(device):
+    """The library takes a bias in D's dtype or float32: a bf16 layer with a float32 bias adds it
+    unrounded, and autograd converts its gradient (the sum of dy, rounded to bf16) to float32."""
+    torch.manual_seed(13)
+    for module in (et.Linear(16, 8, device=device), et.MLP(16, 24, 8, activation="relu", device=device)):
+        module.to(torch.bfloat16)
+        for layer in ([module] if isinstance(module, et.Linear) else [module.fc1, module.fc2]):
+            layer.bias = torch.nn.Parameter(layer.bias.detach().float() + 0.001)
+        exact = copy.deepcopy(module).double()
+        x = torch.randn(5, 16, device=device)
+        xb = x.to(torch.bfloat16).requires_grad_()
+        y = module(xb)
+        assert y.dtype == torch.bfloat16
+        y.float().sum().backward()
+        xd = xb.detach().double().requires_grad_()
+        with torch.no_grad():  # the float64 twin computed by torch.nn's formulas
+            if isinstance(module, et.Linear):
+                want = torch.nn.functional.linear(xd, exact.weight, exact.bias)
+            else:
+                h = torch.relu(torch.nn.functional.linear(xd, exact.fc1.weight, exact.fc1.bias))
+                want = torch.nn.functional.linear(h, exact.fc2.weight, exact.fc2.bias)
+        torch.testing.assert_close(y.double(), want, rtol=2 ** -7, atol=2 ** -7 * want.abs().max().item())
+        for p in module.parameters():
+            assert p.grad is not None and p.grad.dtype == p.dtype
+        last_bias = module.bias if isinstance(module, et.Linear) else module.fc2.bias
+        assert torch.equal(last_bias.grad, torch.full_like(last_bias, 5.0))
