@@ -1240,6 +1240,7 @@ TEST(BadInput, InsufficientWorkspaceIsRefused) {
           EXPECT_EQ(status, EPIGEMM_STATUS_INSUFFICIENT_WORKSPACE);
           EXPECT_EQ(message.rfind("workspace", 0), 0u);
           EXPECT_TRUE(contains_number(message, int64_t(needed)));
+          EXPECT_NE(message.find("(ask epigemm_gemm_workspace_size)"), std::string::npos);
           // What was given: the size that is too small, or a NULL workspace beside its size.
           if (attempt == 0) {
             EXPECT_TRUE(contains_number(message, int64_t(needed - 1)));
@@ -1271,6 +1272,40 @@ TEST(BadInput, InsufficientWorkspaceIsRefused) {
     GTEST_SKIP() << "no registered, usable backend needs workspace for these calls (asked:" << asked
                  << "), so INSUFFICIENT_WORKSPACE cannot arise here";
   }
+}
+
+// The refusal names the size query of the entry point the caller used: a layer call's workspace is
+// what epigemm_linear_workspace_size says, a classic call's what epigemm_classic_gemm_workspace_size
+// says. A bf16 call on the cpu backend needs workspace (its fp32 panels).
+TEST(BadInput, InsufficientWorkspaceNamesTheQueryOfTheCallsEntryPoint) {
+  epigemm_context_t ctx = nullptr;
+  ASSERT_EQ(epigemm_context_create(&ctx), EPIGEMM_STATUS_SUCCESS);
+  if (!epigemm_backend_usable(ctx, EPIGEMM_BACKEND_CPU)) {
+    epigemm_context_destroy(ctx);
+    GTEST_SKIP() << "the cpu backend is not usable here";
+  }
+  ASSERT_EQ(epigemm_context_set_backend(ctx, EPIGEMM_BACKEND_CPU), EPIGEMM_STATUS_SUCCESS);
+  std::vector<uint16_t> x(4 * 8, 0x3f80), w(3 * 8, 0x3f80), y(4 * 3, 0);  // bf16 ones
+  const epigemm_tensor_t X = {x.data(), EPIGEMM_DTYPE_BF16, 4, 8, 8, EPIGEMM_MEMORY_HOST};
+  const epigemm_tensor_t W = {w.data(), EPIGEMM_DTYPE_BF16, 3, 8, 8, EPIGEMM_MEMORY_HOST};
+  const epigemm_tensor_t Y = {y.data(), EPIGEMM_DTYPE_BF16, 4, 3, 3, EPIGEMM_MEMORY_HOST};
+  EXPECT_EQ(epigemm_linear_fprop(ctx, &X, &W, nullptr, nullptr, &Y, nullptr, 0, nullptr),
+            EPIGEMM_STATUS_INSUFFICIENT_WORKSPACE);
+  EXPECT_NE(std::string(epigemm_context_last_error(ctx)).find("(ask epigemm_linear_workspace_size)"),
+            std::string::npos)
+      << epigemm_context_last_error(ctx);
+  // The same product as a classic call: D [3 x 4] = W [8 x 3]^T X [8 x 4], column-major.
+  const epigemm_matrix_t A = {w.data(), EPIGEMM_DTYPE_BF16, 8, 3, 8, EPIGEMM_MEMORY_HOST};
+  const epigemm_matrix_t B = {x.data(), EPIGEMM_DTYPE_BF16, 8, 4, 8, EPIGEMM_MEMORY_HOST};
+  const epigemm_matrix_t D = {y.data(), EPIGEMM_DTYPE_BF16, 3, 4, 3, EPIGEMM_MEMORY_HOST};
+  EXPECT_EQ(epigemm_classic_gemm(ctx, &A, &B, &D, nullptr, nullptr, EPIGEMM_OP_T, EPIGEMM_OP_N, 0, nullptr, 0, 0,
+                                 nullptr),
+            EPIGEMM_STATUS_INSUFFICIENT_WORKSPACE);
+  EXPECT_NE(std::string(epigemm_context_last_error(ctx)).find("(ask epigemm_classic_gemm_workspace_size)"),
+            std::string::npos)
+      << epigemm_context_last_error(ctx);
+  for (uint16_t v : y) EXPECT_EQ(v, 0) << "a refused call wrote Y";
+  epigemm_context_destroy(ctx);
 }
 
 // ---- the layer workspace query covers every activation ------------------------------------------

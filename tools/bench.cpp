@@ -1,7 +1,7 @@
 // `epigemm bench`: runs the benchmark program of bench/ for this machine (the one harness every
 // backend is measured with), so there is one place that measures and the numbers are never made
 // up here: bench/epigemm_bench_gpu where a GPU backend is usable, else bench/epigemm_bench_cpu,
-// with a line on stderr saying which and why. Without the program it needs, it says which target
+// with a line on stdout saying which and why. Without the program it needs, it says which target
 // to build and exits with code 2.
 #include <unistd.h>
 

@@ -463,8 +463,11 @@ int run_demo(int argc, char** argv, int first) {
               1e3 * train_seconds / double(config.steps));
 
   std::printf("backend of each call (first step):\n");
+  size_t call_width = 0;  // the columns line up whatever the epilogue and activation names
+  for (const CallRecord& c : first_calls) call_width = std::max(call_width, c.call.size());
   for (const CallRecord& c : first_calls) {
-    std::printf("  %-24s %-10s %s\n", c.call.c_str(), epigemm_backend_name(c.backend), c.reason.c_str());
+    std::printf("  %-*s %-10s %s\n", int(call_width), c.call.c_str(), epigemm_backend_name(c.backend),
+                c.reason.c_str());
   }
 
   const auto check_start = std::chrono::steady_clock::now();

@@ -34,6 +34,10 @@ int main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   if (command == "--help" || command == "-h" || command == "help") {
+    if (argc > 2) {
+      std::fprintf(stderr, "epigemm %s: unexpected argument '%s'; expected none\n", command.c_str(), argv[2]);
+      return 2;
+    }
     print_usage(stdout);
     return 0;
   }

@@ -71,7 +71,8 @@ int64_t Options::integer(const std::string& name, int64_t min, int64_t max) cons
   const std::string value = text(name);
   const std::string expected = "--" + name + ": expected an integer in [" + std::to_string(min) +
                                ", " + std::to_string(max) + "], got '" + value + "'";
-  if (value.empty()) throw UsageError(expected);
+  // strtoll would skip leading white space: the value is the number alone.
+  if (value.empty() || std::isspace(static_cast<unsigned char>(value[0]))) throw UsageError(expected);
   errno = 0;
   char* end = nullptr;
   const long long parsed = std::strtoll(value.c_str(), &end, 10);
@@ -82,10 +83,12 @@ int64_t Options::integer(const std::string& name, int64_t min, int64_t max) cons
 double Options::real(const std::string& name, double exclusive_min, double max) const {
   const std::string value = text(name);
   char* end = nullptr;
-  const double parsed = value.empty() ? NAN : std::strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0' || !std::isfinite(parsed) || parsed <= exclusive_min || parsed > max) {
-    throw UsageError("--" + name + ": expected a number in (" + std::to_string(exclusive_min) +
-                     ", " + std::to_string(max) + "], got '" + value + "'");
+  const bool blank_first = value.empty() || std::isspace(static_cast<unsigned char>(value[0]));
+  const double parsed = blank_first ? NAN : std::strtod(value.c_str(), &end);
+  if (blank_first || *end != '\0' || !std::isfinite(parsed) || parsed <= exclusive_min || parsed > max) {
+    char bounds[64];
+    std::snprintf(bounds, sizeof bounds, "(%g, %g]", exclusive_min, max);
+    throw UsageError("--" + name + ": expected a number in " + bounds + ", got '" + value + "'");
   }
   return parsed;
 }

@@ -12,7 +12,10 @@
  *
  * Errors: every function returns an epigemm_status_t. When it is not EPIGEMM_STATUS_SUCCESS,
  * epigemm_context_last_error(ctx) holds a message naming the argument, the value given and the
- * value expected, and no output has been written.
+ * value expected, and no output has been written. The description functions (epigemm_gemm_desc_*)
+ * take no context: they fail only for a NULL or dead description (or a NULL out pointer), with
+ * EPIGEMM_STATUS_INVALID_VALUE and no message; the values they store are checked, with a message,
+ * by the call that uses the description (epigemm_gemm, epigemm_gemm_workspace_size).
  *
  * Threads: a context is used by one thread at a time (create one per thread); it holds backend
  * state (handles, streams) and the last error. A GEMM description is a plain value owned by its

@@ -107,7 +107,9 @@ class Handle {
   epigemm_context_t ctx_ = nullptr;
 };
 
-// A GEMM description (the configuration object), with chainable setters.
+// A GEMM description (the configuration object), with chainable setters. The C setters fail only
+// for a dead description, which this class never holds; they store values, and the call that uses
+// the description checks them (epigemm::gemm throws with the message).
 class GemmDesc {
  public:
   GemmDesc() {

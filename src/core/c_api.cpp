@@ -253,6 +253,7 @@ Status classic_call(const Context& context, const epigemm_matrix_t* A, const epi
   call->d = to_matrix(*D);
   call->beta = accumulate ? 1.0f : 0.0f;
   call->epilogue = classic_epilogue(has_bias, has_pre_gelu, grad != 0);
+  call->names.workspace_query = "epigemm_classic_gemm_workspace_size";
   if (has_bias) {
     // With grad, the classic call's bias is the bias gradient it writes.
     if (epilogue_parts(call->epilogue, call->activation).writes_bias_grad()) {

@@ -150,7 +150,7 @@ Status Context::execute(const GemmCall& given) {
                                                                                                  : call.workspace_bytes) +
                                         " bytes";
     return error(EPIGEMM_STATUS_INSUFFICIENT_WORKSPACE, given, "; backend ", backend_name(backend->id()), " needs ",
-                 needed, " bytes for this call (ask epigemm_gemm_workspace_size)");
+                 needed, " bytes for this call (ask ", call.names.workspace_query, ")");
   }
   EPIGEMM_RETURN_IF_ERROR(backend->run(call));
   std::swap(last_selection, scratch_selection_);

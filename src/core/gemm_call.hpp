@@ -49,6 +49,8 @@ struct OperandNames {
   const char* bias = "bias";
   const char* aux = "aux";
   const char* bias_grad = "bias_grad";
+  // The size query whose answer the call's workspace must hold (INSUFFICIENT_WORKSPACE names it).
+  const char* workspace_query = "epigemm_gemm_workspace_size";
 };
 
 struct GemmCall {

@@ -198,6 +198,7 @@ Status map_layer_to_gemm(LayerPass pass, const LayerTensors& t, GemmCall* call) 
     call->has_bias_grad = true;
     call->bias_grad = to_vector(*t.bias_grad);
   }
+  call->names.workspace_query = "epigemm_linear_workspace_size";
   return Status();
 }
 
