@@ -21,18 +21,24 @@ void print_usage(std::FILE* out) {
                "  check   compare a random sample of the test matrix on every usable backend with the reference\n"
                "  info    version, backends compiled in and usable here and what each runs on, devices\n"
                "  bench   run the benchmark program of bench/ (the GPU one, or the CPU one without a GPU)\n\n"
-               "`epigemm <command> --help` describes each command's options; `epigemm --version`\n"
-               "prints the library version.\n");
+               "`epigemm <command> --help` (or `epigemm help <command>`) describes each command's\n"
+               "options; `epigemm --version` prints the library version.\n");
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "epigemm: missing command; expected demo, check, info or bench (see epigemm --help)\n");
     return 2;
   }
   const std::string command = argv[1];
+  if (command == "help" && argc == 3) {
+    // `epigemm help <command>` is `epigemm <command> --help`.
+    char help_flag[] = "--help";
+    char* forwarded[] = {argv[0], argv[2], help_flag, nullptr};
+    return run(3, forwarded);
+  }
   if (command == "--help" || command == "-h" || command == "help") {
     if (argc > 2) {
       std::fprintf(stderr, "epigemm %s: unexpected argument '%s'; expected none\n", command.c_str(), argv[2]);
@@ -74,3 +80,5 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+int main(int argc, char** argv) { return run(argc, argv); }

@@ -1,7 +1,9 @@
 #include "options.hpp"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 namespace epigemm_cli {

@@ -62,7 +62,7 @@ typedef enum epigemm_status_e EPIGEMM_ENUM_INT {
   EPIGEMM_STATUS_SUCCESS = 0,
   EPIGEMM_STATUS_INVALID_VALUE = 1,          /* a bad argument: shape, pointer, ld, dtype, ... */
   EPIGEMM_STATUS_NOT_SUPPORTED = 2,          /* a valid call the chosen backend cannot run    */
-  EPIGEMM_STATUS_INSUFFICIENT_WORKSPACE = 3, /* workspace smaller than epigemm_gemm_workspace_size */
+  EPIGEMM_STATUS_INSUFFICIENT_WORKSPACE = 3, /* workspace smaller than the size query's answer */
   EPIGEMM_STATUS_BACKEND_ERROR = 4,          /* the BLAS / CUDA runtime reported a failure       */
   EPIGEMM_STATUS_OUT_OF_MEMORY = 5,          /* host allocation failed: creating a context or a
                                                 description, or inside a call (the reference

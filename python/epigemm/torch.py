@@ -203,15 +203,15 @@ _mlp_op.register_autograd(_mlp_backward_with(_linear_dgrad_op, _linear_wgrad_op)
 # A custom operator's dispatch and autograd wrapper cost tens of microseconds per call in eager
 # mode (python/bench/bench_overhead.py); a plain Function around the same code costs a fraction.
 
-def _computed_once(layer, backward, depends_on):
-    """backward, refusing create_graph=True where a gradient asked for depends on a tensor that
-    requires a gradient (depends_on(ctx, grads): the upstream gradients and the saved tensors the
-    asked-for gradients are computed from). The formulas are library calls that autograd does not
-    record, so gradients meant to be differentiated again would silently lack every path through
-    the layer; the C++ operators refuse the same calls."""
+def _computed_once(layer, backward, depends_on_a_varying_tensor):
+    """backward, refusing create_graph=True where a gradient depends on a tensor that requires a
+    gradient (depends_on_a_varying_tensor(ctx, grads)). The formulas are library calls that
+    autograd does not record, so such a gradient, meant to be differentiated again, would silently
+    lack that dependence; one that depends on nothing that varies is right as a constant. The C++
+    operators refuse the same passes. ctx.needs_input_grad is which inputs require a gradient
+    (these Functions compute all of their gradients)."""
     def checked(ctx, *grads):
-        if torch.is_grad_enabled() and any(
-                t is not None and t.requires_grad for t in depends_on(ctx, grads)):
+        if torch.is_grad_enabled() and depends_on_a_varying_tensor(ctx, grads):
             raise invalid(f"{layer}'s backward ran with create_graph=True; expected create_graph=False: "
                           "epigemm.torch's gradients are computed once and cannot be differentiated "
                           "again (use torch.nn's layers for a second derivative)")
@@ -219,17 +219,26 @@ def _computed_once(layer, backward, depends_on):
     return checked
 
 
-def _linear_gradient_inputs(ctx, grads):
+def _linear_gradients_vary(ctx, grads):
     """dx = dy weight, dw = dy^T x, db = the sum of dy."""
-    x, weight = ctx.saved_tensors
     needs_x, needs_weight, _ = ctx.needs_input_grad
-    return grads + ((weight,) if needs_x else ()) + ((x,) if needs_weight else ())
+    return grads[0].requires_grad or (needs_x and needs_weight)
 
 
-def _mlp_gradient_inputs(ctx, grads):
-    """Every gradient goes through the activation's on pre = x w1^T + b1 (but the identity's)."""
-    x, w1, w2, _, _ = ctx.saved_tensors
-    return grads[:1] + (x, w1, w2)
+# The activations whose derivative varies with the pre-activation (the identity's and relu's are
+# constant almost everywhere, so gradients through them do not depend on it).
+_DERIVATIVE_VARIES = {"gelu_tanh": True, "gelu_erf": True, "silu": True, "relu": False, "identity": False}
+
+
+def _mlp_gradients_vary(ctx, grads):
+    """dW2 = dy^T h with h = act(pre), pre = x W1^T + b1; db2 = the sum of dy. dpre = (dy W2)
+    act'(pre) gives dx = dpre W1, dW1 = dpre^T x and db1 = the sum of dpre."""
+    x, w1, b1, w2, _, _ = ctx.needs_input_grad
+    pre = x or w1 or b1
+    dy = grads[0]
+    return ((dy is not None and dy.requires_grad)
+            or ((x or w1 or b1) and (w2 or (_DERIVATIVE_VARIES[ctx.activation] and pre)))
+            or (x and w1) or (w2 and pre))
 
 
 class _LinearFunction(torch.autograd.Function):
@@ -243,7 +252,7 @@ class _LinearFunction(torch.autograd.Function):
 
     backward = staticmethod(
         _computed_once("Linear", _linear_backward_with(_linear_dgrad_impl, _linear_wgrad_impl),
-                       _linear_gradient_inputs))
+                       _linear_gradients_vary))
 
 
 class _MLPFunction(torch.autograd.Function):
@@ -255,7 +264,7 @@ class _MLPFunction(torch.autograd.Function):
 
     backward = staticmethod(
         _computed_once("MLP", _mlp_backward_with(_linear_dgrad_impl, _linear_wgrad_impl),
-                       _mlp_gradient_inputs))
+                       _mlp_gradients_vary))
 
 
 _PLAIN_TENSORS = (torch.Tensor, nn.Parameter)
@@ -405,6 +414,9 @@ class MLP(nn.Sequential):
         fc1, activation, fc2 = modules.values()
         if type(fc1) not in _LINEARS or type(fc2) not in _LINEARS:
             return _NOT_FUSED
+        for hooks in _GLOBAL_MODULE_HOOKS:  # nn.modules.module.register_module_forward_hook & co.
+            if hooks:
+                return _NOT_FUSED
         for m in (fc1, activation, fc2):
             if (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks
                     or getattr(m, "_backward_pre_hooks", None)):
@@ -427,6 +439,11 @@ class MLP(nn.Sequential):
 
 _NOT_FUSED = object()
 _LINEARS = (Linear, nn.Linear)
+# The hooks registered for every module (dicts that PyTorch fills in place).
+_GLOBAL_MODULE_HOOKS = tuple(
+    getattr(nn.modules.module, name) for name in
+    ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+     "_global_backward_pre_hooks") if isinstance(getattr(nn.modules.module, name, None), dict))
 
 
 def _fused_activation_of(module):

@@ -286,17 +286,39 @@ at::Tensor rows_contiguous(const at::Tensor& t) { return has_rows_as_the_c_api_r
 
 // With create_graph=True autograd runs a backward with gradient recording on, to differentiate the
 // gradients again (a gradient penalty, a Hessian-vector product). These backward formulas are
-// library calls that record nothing, so such gradients would silently lack every path through the
-// layer: where a gradient asked for depends on a tensor that requires a gradient, the backward
-// refuses instead. `depends_on`: the upstream gradient and the saved tensors that the asked-for
-// gradients are computed from. The Python Functions (epigemm/torch.py) refuse the same calls.
-void refuse_a_recorded_backward(const char* layer, const std::vector<at::Tensor>& depends_on) {
-  if (!at::GradMode::is_enabled()) return;
-  for (const at::Tensor& t : depends_on) {
-    TORCH_CHECK(!(t.defined() && t.requires_grad()), "epigemm: ", layer,
-                "'s backward ran with create_graph=True; expected create_graph=False: epigemm.torch's gradients are "
-                "computed once and cannot be differentiated again (use torch.nn's layers for a second derivative)");
+// library calls that record nothing, so a gradient that depends on a tensor requiring a gradient
+// would silently lack that dependence: the backward refuses such a pass instead. Which gradients
+// depend on what is each layer's (below); a gradient that depends on nothing that varies is right
+// as a constant. The Python Functions (epigemm/torch.py) refuse the same passes.
+void refuse_a_recorded_backward(const char* layer, bool a_gradient_depends_on_a_varying_tensor) {
+  TORCH_CHECK(!(at::GradMode::is_enabled() && a_gradient_depends_on_a_varying_tensor), "epigemm: ", layer,
+              "'s backward ran with create_graph=True; expected create_graph=False: epigemm.torch's gradients are "
+              "computed once and cannot be differentiated again (use torch.nn's layers for a second derivative)");
+}
+
+// Whether an activation's derivative varies with its input: the identity's and relu's are constant
+// (almost everywhere), so gradients through them do not depend on the pre-activation.
+bool derivative_varies(epigemm_activation_t activation) {
+  switch (activation) {
+    case EPIGEMM_ACTIVATION_IDENTITY:
+    case EPIGEMM_ACTIVATION_RELU: return false;
+    case EPIGEMM_ACTIVATION_GELU_TANH:
+    case EPIGEMM_ACTIVATION_GELU_ERF:
+    case EPIGEMM_ACTIVATION_SILU: return true;
   }
+  return true;  // not reached: activation_of() gives only the values above
+}
+
+// Which inputs require a gradient, as forward sees them (bit i for input i). The backward's
+// needs_input_grad says which gradients this pass computes: torch.autograd.grad(y, x) leaves out a
+// weight that requires a gradient all the same, and on which dx depends.
+int64_t inputs_requiring_grad(std::initializer_list<const at::Tensor*> inputs) {
+  int64_t bits = 0, bit = 1;
+  for (const at::Tensor* t : inputs) {
+    if (t != nullptr && t->defined() && t->requires_grad()) bits |= bit;
+    bit <<= 1;
+  }
+  return bits;
 }
 
 // An absent bias is an empty optional: Function::apply registers only the tensors present as
@@ -310,6 +332,7 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
     const at::Tensor bias = bias_in ? bias_in->contiguous() : at::Tensor();
     ctx->save_for_backward({x, weight});
     ctx->saved_data["has_bias"] = bias.defined();
+    ctx->saved_data["varying"] = inputs_requiring_grad({&x_in, &weight_in});
     return ::forward(x, weight, bias, EPIGEMM_ACTIVATION_IDENTITY, at::Tensor());
   }
 
@@ -320,7 +343,10 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
     const bool needs_x = ctx->needs_input_grad(0), needs_weight = ctx->needs_input_grad(1),
                needs_bias = has_bias && ctx->needs_input_grad(2);
     // dx = dy weight, dw = dy^T x, db = the sum of dy.
-    refuse_a_recorded_backward("Linear", {grads[0], needs_x ? weight : at::Tensor(), needs_weight ? x : at::Tensor()});
+    const int64_t varying = ctx->saved_data["varying"].toInt();
+    const bool x_varies = (varying & 1) != 0, weight_varies = (varying & 2) != 0;
+    refuse_a_recorded_backward("Linear", grads[0].requires_grad() || (needs_x && weight_varies) ||
+                                             (needs_weight && x_varies));
     const at::Tensor dy = rows_contiguous(grads[0]);
     at::Tensor dx, dw, db;
     if (needs_x) dx = data_gradient(dy, weight, at::Tensor(), EPIGEMM_ACTIVATION_IDENTITY, at::Tensor());
@@ -359,13 +385,13 @@ class MLPFunction : public torch::autograd::Function<MLPFunction> {
     ctx->saved_data["activation"] = int64_t(act);
     ctx->saved_data["has_b1"] = b1.defined();
     ctx->saved_data["has_b2"] = b2.defined();
+    ctx->saved_data["varying"] =
+        inputs_requiring_grad({&x_in, &w1_in, b1_in ? &*b1_in : nullptr, &w2_in});
     return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    // Every gradient goes through the activation's on pre = x w1^T + b1 (but the identity's).
-    refuse_a_recorded_backward("MLP", {grads[0], saved[0], saved[1], saved[2]});
     const at::Tensor &x = saved[0], &w1 = saved[1], &w2 = saved[2], &h = saved[3], &pre = saved[4];
     const auto act = static_cast<epigemm_activation_t>(ctx->saved_data["activation"].toInt());
     // The graph's inputs: x, w1, b1 (if given), w2, b2 (if given).
@@ -374,6 +400,17 @@ class MLPFunction : public torch::autograd::Function<MLPFunction> {
     const bool needs_x = ctx->needs_input_grad(0), needs_w1 = ctx->needs_input_grad(1),
                needs_b1 = has_b1 && ctx->needs_input_grad(2), needs_w2 = ctx->needs_input_grad(w2_input),
                needs_b2 = has_b2 && ctx->needs_input_grad(w2_input + 1);
+    // dW2 = dy^T h and h = act(pre), pre = x W1^T + b1; db2 = the sum of dy. dpre = (dy W2) act'(pre)
+    // gives dx = dpre W1, dW1 = dpre^T x and db1 = the sum of dpre, where act'(pre) depends on x, W1
+    // and b1 unless it is constant (derivative_varies).
+    const int64_t varying = ctx->saved_data["varying"].toInt();
+    const bool x_varies = (varying & 1) != 0, w1_varies = (varying & 2) != 0, b1_varies = (varying & 4) != 0,
+               w2_varies = (varying & 8) != 0;
+    const bool pre_varies = x_varies || w1_varies || b1_varies;
+    refuse_a_recorded_backward("MLP", grads[0].requires_grad() ||
+                                          ((needs_x || needs_w1 || needs_b1) &&
+                                           (w2_varies || (derivative_varies(act) && pre_varies))) ||
+                                          (needs_x && w1_varies) || (needs_w1 && x_varies) || (needs_w2 && pre_varies));
     const at::Tensor dy = rows_contiguous(grads[0]);
     // The parameters' gradients that are returned, as views of one allocation: autograd hands
     // each to its parameter's .grad as it is (a contiguous tensor of the parameter's shape).

@@ -642,6 +642,67 @@ def test_a_second_derivative_is_refused_not_wrong(device):
     torch.testing.assert_close(gx, linear.weight.sum(0).expand(5, 8))
 
 
+def mlp_calls(activation):
+    """An MLP call on given tensors through the functional form (the C++ operators where built)
+    and through the Python Function."""
+    act = "identity" if activation is None else activation
+    return [lambda x, w1, b1, w2, b2: et.mlp(x, w1, b1, w2, b2, activation),
+            lambda x, w1, b1, w2, b2: et._MLPFunction.apply(x, w1, b1, w2, b2, act)[0]]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_second_derivatives_follow_what_each_gradient_depends_on(device):
+    """Each gradient's dependences decide: dW2 = dy^T act(x W1^T + b1) depends on x, W1 and b1;
+    dx, dW1 and db1 on W2 and, through a curved activation's derivative, on x, W1 and b1. A pass
+    whose gradients depend on a tensor that requires a gradient is refused (a bias alone, a
+    transposed input, a weight left out of torch.autograd.grad's inputs); one whose gradients are
+    constants runs and agrees with torch.nn."""
+    torch.manual_seed(14)
+    message = "backward ran with create_graph=True"
+    x = torch.randn(6, 5, device=device)
+    w1, b1 = torch.randn(7, 5, device=device), torch.randn(7, device=device)
+    w2, b2 = torch.randn(3, 7, device=device), torch.randn(3, device=device)
+
+    def nn_mlp(x, w1, b1, w2, b2, activation):
+        act = {"gelu_tanh": lambda t: torch.nn.functional.gelu(t, approximate="tanh"),
+               "relu": torch.relu, None: lambda t: t}[activation]
+        return torch.nn.functional.linear(act(torch.nn.functional.linear(x, w1, b1)), w2, b2)
+
+    for call in mlp_calls("gelu_tanh"):
+        # fc1's bias alone trainable: dpre = (dy W2) gelu'(pre) depends on b1 through pre.
+        with pytest.raises(Exception, match=message):
+            torch.autograd.functional.hessian(lambda b: call(x, w1, b, w2, b2).sum(), b1)
+        # A transposed input (the C++ path copies it to contiguous rows inside its forward).
+        xt = x.t().contiguous().t().clone().requires_grad_()
+        with pytest.raises(Exception, match=message):
+            torch.autograd.grad(call(xt, w1, b1, w2, b2).sum(), xt, create_graph=True)
+        # W2 requires a gradient but only dx is asked for: dx = dpre W1 depends on W2 all the same.
+        w2v = w2.clone().requires_grad_()
+        xi = x.clone().requires_grad_()
+        with pytest.raises(Exception, match=message):
+            torch.autograd.grad(call(xi, w1, b1, w2v, b2).sum(), xi, create_graph=True)
+    for activation in ("relu", None):
+        for call in mlp_calls(activation):
+            # Through relu and the identity, fc1's bias alone: the gradients are constants in b1.
+            b1v = b1.clone().requires_grad_()
+            g, = torch.autograd.grad(call(x, w1, b1v, w2, b2).sum(), b1v, create_graph=True)
+            want, = torch.autograd.grad(nn_mlp(x, w1, b1v, w2, b2, activation).sum(), b1v, create_graph=True)
+            torch.testing.assert_close(g, want, rtol=1e-5, atol=1e-5)
+    for call in mlp_calls("gelu_tanh"):
+        # fc1 frozen, x constant, fc2 trainable: dW2 and db2 do not depend on W2 or b2.
+        w2v, b2v = w2.clone().requires_grad_(), b2.clone().requires_grad_()
+        got = torch.autograd.grad(call(x, w1, b1, w2v, b2v).sum(), (w2v, b2v), create_graph=True)
+        want = torch.autograd.grad(nn_mlp(x, w1, b1, w2v, b2v, "gelu_tanh").sum(), (w2v, b2v), create_graph=True)
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    # Linear on a transposed input: dW = dy^T x depends on x.
+    w = torch.randn(4, 5, device=device, requires_grad=True)
+    base = torch.randn(5, 6, device=device, requires_grad=True)
+    for run in (lambda xs: et.linear(xs, w), lambda xs: et._LinearFunction.apply(xs.contiguous(), w, None)):
+        with pytest.raises(Exception, match=message):
+            torch.autograd.grad(run(base.t()).sum(), w, create_graph=True)
+
+
 def test_mlp_computes_the_modules_it_holds():
     """The forward reads the modules at each call: a replaced activation is the one applied, a
     module it does not fuse (or a hook) makes the modules run one after another, as nn.Sequential."""
@@ -666,6 +727,12 @@ def test_mlp_computes_the_modules_it_holds():
     torch.testing.assert_close(m(x), reference(x), rtol=1e-5, atol=1e-6)
     assert seen == [(6, 16)]
     handle.remove()
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda module, args, out: seen.append(type(module)))
+    try:
+        m(x)
+    finally:
+        handle.remove()
+    assert et.Linear in seen and torch.nn.ReLU in seen  # a hook for every module sees the modules run
     m[2] = torch.nn.Linear(16, 4)  # a torch.nn layer is still fused: its weight and bias are read
     m[2].load_state_dict(reference[2].state_dict())
     torch.testing.assert_close(m(x), reference(x), rtol=1e-5, atol=1e-6)
