@@ -446,15 +446,16 @@ _GLOBAL_MODULE_HOOKS = tuple(
      "_global_backward_pre_hooks") if isinstance(getattr(nn.modules.module, name, None), dict))
 
 
+def _activation_key(module):
+    """What tells the activation modules of _ACTIVATION_MODULES apart (nn.GELU's two forms)."""
+    return type(module), getattr(module, "approximate", None)
+
+
+# _ACTIVATION_MODULES read backwards: the module MLP holds -> the activation it fuses.
+_FUSED_ACTIVATIONS = {_activation_key(make()): name
+                      for name, make in _ACTIVATION_MODULES.items() if name != "identity"}
+
+
 def _fused_activation_of(module):
     """The activation name of an activation module MLP fuses, else _NOT_FUSED."""
-    kind = type(module)
-    if kind is nn.GELU:
-        return "gelu_tanh" if module.approximate == "tanh" else "gelu_erf"
-    if kind is nn.ReLU:
-        return "relu"
-    if kind is nn.SiLU:
-        return "silu"
-    if kind is nn.Identity:
-        return None
-    return _NOT_FUSED
+    return _FUSED_ACTIVATIONS.get(_activation_key(module), _NOT_FUSED)
