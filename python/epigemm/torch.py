@@ -18,7 +18,8 @@ PyTorch operators written in C++ (torch.ops.epigemm_cpp.linear / .mlp, whose bac
 autograd node) where the package was built against the installed torch, else in plain Python
 autograd Functions (cpp_operators() says which). Inputs that are not contiguous are copied to
 contiguous ones first. dtypes float32, float16 and bfloat16 on the CPU and on CUDA devices; the
-input and weights of one call have one dtype, a bias that dtype or float32 (no autocast).
+input and weights of one call have one dtype, a bias that dtype or float32; under torch.autocast
+the functions and modules convert them to the autocast dtype first, as nn.Linear does.
 """
 
 from typing import Optional, Tuple
@@ -315,9 +316,27 @@ def _check_matrix(weight: Tensor, name: str, expected: str):
         raise invalid(f"{name} has shape {tuple(weight.shape)}; expected {expected}")
 
 
+# The dtypes torch.autocast casts (float64 and integer tensors stay as they are).
+_AUTOCAST_CASTS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _as_autocast_casts(x: Tensor, *tensors):
+    """x and the tensors as F.linear sees them under torch.autocast for x's device type: each
+    float32, float16 or bfloat16 tensor converted to the autocast dtype (a differentiable copy, so
+    gradients reach the originals in their own dtypes); outside autocast, as they are."""
+    device_type = x.device.type
+    if not torch.is_autocast_enabled(device_type):
+        return (x,) + tensors
+    dtype = torch.get_autocast_dtype(device_type)
+    return tuple(t.to(dtype) if t is not None and t.dtype in _AUTOCAST_CASTS else t
+                 for t in (x,) + tensors)
+
+
 def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
-    """F.linear on epigemm: x [..., in], weight [out, in], bias [out] -> [..., out]."""
+    """F.linear on epigemm: x [..., in], weight [out, in], bias [out] -> [..., out]. Under
+    torch.autocast, x, weight and bias are converted to the autocast dtype first, as F.linear's."""
     _check_matrix(weight, "weight", "[out_features, in_features]")
+    x, weight, bias = _as_autocast_casts(x, weight, bias)
     rows = _rows(x, weight.shape[1], "x")
     if _eager(rows, weight, bias):
         y = None
@@ -335,10 +354,12 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
 
 def mlp(x: Tensor, w1: Tensor, b1: Optional[Tensor], w2: Tensor, b2: Optional[Tensor],
         activation: Optional[str] = "gelu_tanh") -> Tensor:
-    """fc2(act(fc1(x))) on epigemm: x [..., in], w1 [hidden, in], w2 [out, hidden] -> [..., out]."""
+    """fc2(act(fc1(x))) on epigemm: x [..., in], w1 [hidden, in], w2 [out, hidden] -> [..., out].
+    Under torch.autocast, the tensors are converted to the autocast dtype first, as by F.linear."""
     _check_activation(activation)
     _check_matrix(w1, "w1", "[hidden_features, in_features]")
     _check_matrix(w2, "w2", "[out_features, hidden_features]")
+    x, w1, b1, w2, b2 = _as_autocast_casts(x, w1, b1, w2, b2)
     if w2.shape[1] != w1.shape[0]:
         raise invalid(f"w2 has shape {tuple(w2.shape)}; expected [out_features, {w1.shape[0]}] "
                       f"(hidden_features = w1.shape[0])")

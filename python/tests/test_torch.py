@@ -787,3 +787,63 @@ def test_a_float32_bias_beside_16_bit_weights(device):
             assert p.grad is not None and p.grad.dtype == p.dtype
         last_bias = module.bias if isinstance(module, et.Linear) else module.fc2.bias
         assert torch.equal(last_bias.grad, torch.full_like(last_bias, 5.0))
+
+
+# The dtypes torch.autocast takes per device type (float16 on the CPU needs a newer torch).
+AUTOCAST_DTYPES = {"cpu": [torch.bfloat16], "cuda": [torch.bfloat16, torch.float16]}
+
+
+def autocast_forward_backward(model, x, grad, device, dtype, enabled=True):
+    x = x.detach().clone().requires_grad_()
+    with torch.autocast(device, dtype=dtype, enabled=enabled):
+        y = model(x)
+    y.backward(grad.to(y.dtype))
+    return [y.detach(), x.grad] + [p.grad for p in model.parameters()]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("input_dtype", [torch.float32, torch.bfloat16])
+def test_autocast_converts_like_nn_linear(device, input_dtype):
+    """Under torch.autocast, a float32 model of epigemm modules computes in the autocast dtype as
+    torch.nn's does: the input, weights and biases converted first (an input already in another
+    16-bit dtype too), the output in the autocast dtype, each gradient in its tensor's dtype. Not
+    converting gave float32 results, and a bf16 input (another layer's output under autocast)
+    beside float32 weights was refused."""
+    for dtype in AUTOCAST_DTYPES[device]:
+        torch.manual_seed(14)
+        ours = torch.nn.Sequential(et.Linear(24, 40), et.MLP(40, 72, 24)).to(device)
+        theirs = torch.nn.Sequential(torch.nn.Linear(24, 40), reference_mlp(40, 72, 24, True, torch.float32, "cpu"))
+        theirs.load_state_dict(ours.state_dict())
+        theirs.to(device)
+        exact = copy.deepcopy(theirs).double().cpu()
+        x = (2 * torch.randn(3, 5, 24, device=device)).to(input_dtype)
+        grad = torch.randn(3, 5, 24, device=device)
+        got = autocast_forward_backward(ours, x, grad, device, dtype)
+        nn_got = autocast_forward_backward(theirs, x, grad, device, dtype)
+        assert [t.dtype for t in got] == [t.dtype for t in nn_got] == (
+            [dtype, input_dtype] + [torch.float32] * 6)
+        # The truth: float64 on the values autocast gives both (x and the parameters rounded).
+        exact.load_state_dict({k: v.to(dtype).double().cpu() for k, v in theirs.state_dict().items()})
+        want = forward_backward(exact, x.to(dtype).double().cpu(), grad.to(dtype).double().cpu())
+        names = ["y", "dx"] + [f"d{name}" for name, _ in ours.named_parameters()]
+        assert_no_worse(names, got, nn_got, want, dtype)
+        # autocast(enabled=False) inside leaves float32 as it is.
+        assert autocast_forward_backward(ours, x.float(), grad, device, dtype, enabled=False)[0].dtype == torch.float32
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_autocast_under_torch_compile_has_no_graph_break(device):
+    torch.manual_seed(15)
+    model = et.MLP(32, 64).to(device)
+    x = torch.randn(4, 9, 32, device=device)
+
+    def loss_of(x):
+        with torch.autocast(device, dtype=torch.bfloat16):
+            y = model(x)
+        assert y.dtype == torch.bfloat16
+        return y.float().square().mean()
+
+    explanation = torch._dynamo.explain(loss_of)(x)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    compiled = torch.compile(loss_of, backend=compile_backend())
+    torch.testing.assert_close(compiled(x), loss_of(x), rtol=2e-2, atol=2e-2)
