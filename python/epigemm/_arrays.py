@@ -238,10 +238,11 @@ def adapter(a):
 def _adapter_slow(a):
     # A library's arrays can only come from a library already imported.
     found = _DLPACK
-    for module, type_name, cls in (("numpy", "ndarray", _NumpyArrays), ("torch", "Tensor", _TorchTensors),
-                                   ("cupy", "ndarray", _CupyArrays)):
+    # (NumPy's scalars, numpy.float32(1.0), are NumPy's: the extension reads them as 0-d arrays.)
+    for module, type_names, cls in (("numpy", ("ndarray", "generic"), _NumpyArrays), ("torch", ("Tensor",), _TorchTensors),
+                                    ("cupy", ("ndarray",), _CupyArrays)):
         library = sys.modules.get(module)
-        if library is not None and isinstance(a, getattr(library, type_name)):
+        if library is not None and isinstance(a, tuple(getattr(library, name) for name in type_names)):
             if module not in _SHARED:
                 _SHARED[module] = cls()
             found = _SHARED[module]

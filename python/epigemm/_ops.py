@@ -189,7 +189,8 @@ def linear_fprop(X, W, bias=None, *, activation=None, save_preact=True, out=None
         if preact_out is None and save_preact:
             preact_out = lib.empty_like_rows(X, rows_shape or _rows_shape(X, _dim(W, 0)))
     elif preact_out is not None:
-        raise invalid("preact_out is given with activation None; expected no pre-activation output")
+        raise invalid(f"preact_out is given with activation {activation!r}; expected no pre-activation output "
+                      "(an activation saves one)")
     stream = _stream_of(lib, stream, device)
     ctx = _context(device)
     _run(ctx, ctx.linear_fprop, lib, device, stream,
@@ -216,10 +217,7 @@ def linear_dgrad(dY, W, *, preact=None, activation=None, bias_grad=False, out=No
         _same_tokens(dY, "dY", out, "out")
     if preact is not None:
         _same_tokens(dY, "dY", preact, "preact")
-    if bias_grad is True:
-        bias_grad = lib.empty_like_rows(dY, (in_features,))
-    elif bias_grad is False:
-        bias_grad = None
+    bias_grad = _output_or_flag(bias_grad, lambda: lib.empty_like_rows(dY, (in_features,)))
     stream = _stream_of(lib, stream, device)
     ctx = _context(device)
     _run(ctx, ctx.linear_dgrad, lib, device, stream,
@@ -242,15 +240,25 @@ def linear_wgrad(X, dY, *, out=None, accumulate=False, bias_grad=False, backend=
         if accumulate:
             raise invalid("accumulate=True without out; expected the dW to add to")
         out = lib.empty_like_rows(X, (out_features, (_shape(X) or (0,))[-1]))
-    if bias_grad is True:
-        bias_grad = lib.empty_like_rows(X, (out_features,))
-    elif bias_grad is False:
-        bias_grad = None
+    bias_grad = _output_or_flag(bias_grad, lambda: lib.empty_like_rows(X, (out_features,)))
     stream = _stream_of(lib, stream, device)
     ctx = _context(device)
     _run(ctx, ctx.linear_wgrad, lib, device, stream,
          (X, dY, out, accumulate, bias_grad, _backend_code(backend), _bool(allow_tf32, "allow_tf32"), stream))
     return out if bias_grad is None else (out, bias_grad)
+
+
+def _is_numpy_bool(value):
+    kind = type(value)  # numpy.bool (numpy.bool_ before NumPy 2)
+    return kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_")
+
+
+def _output_or_flag(value, allocate):
+    """An output argument that may also be a yes/no (bias_grad=True: allocate it): the output,
+    a new one (True, NumPy's True too), or None (False)."""
+    if value is True or value is False or _is_numpy_bool(value):
+        return allocate() if value else None
+    return value
 
 
 def _bool(value, name):
@@ -277,8 +285,12 @@ def _flag(value, name):
     raise invalid(f"{name} is {value!r}; expected False/True or 'N'/'T'")
 
 
-# The largest finite float32: alpha and beta are float32 in the C API.
+# alpha and beta are float32 in the C API. A double rounds to float32's largest finite value below
+# _FLOAT32_MAX + half its spacing (2^103) and to Inf from there; to 0 at or below 2^-150, half the
+# smallest subnormal (2^-149, about 1.4e-45).
 _FLOAT32_MAX = 3.4028234663852886e38
+_FLOAT32_ROUNDS_TO_INF = _FLOAT32_MAX + 2.0 ** 103
+_FLOAT32_ROUNDS_TO_ZERO = 2.0 ** -150
 
 
 def _scalar(value, name):
@@ -286,8 +298,12 @@ def _scalar(value, name):
         x = float(value)
     except (TypeError, ValueError):
         raise invalid(f"{name} is {value!r}; expected a real number") from None
-    if math.isfinite(x) and abs(x) > _FLOAT32_MAX:
-        raise invalid(f"{name} is {value!r}; expected a magnitude float32 holds (at most {_FLOAT32_MAX:.8g})")
+    if math.isfinite(x) and abs(x) >= _FLOAT32_ROUNDS_TO_INF:
+        raise invalid(f"{name} is {value!r}, which float32 rounds to Inf; expected a magnitude of at most "
+                      f"{_FLOAT32_MAX!r} (float32's largest)")
+    if x != 0 and abs(x) <= _FLOAT32_ROUNDS_TO_ZERO:
+        raise invalid(f"{name} is {value!r}, which float32 rounds to 0; expected 0 or a magnitude of at least "
+                      f"{2.0 ** -149:.4g} (float32's smallest)")
     return x
 
 

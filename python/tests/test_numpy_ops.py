@@ -407,7 +407,7 @@ def test_python_arguments_raise_epigemm_errors():
         epigemm.gemm(A, A, transb=True, alpha="x")
     with pytest.raises(epigemm.InvalidValueError, match="alpha is 1j; expected a real number"):
         epigemm.gemm(A, A, transb=True, alpha=1j)
-    with pytest.raises(epigemm.InvalidValueError, match=r"beta is 1e\+300; expected a magnitude float32 holds"):
+    with pytest.raises(epigemm.InvalidValueError, match=r"beta is 1e\+300, which float32 rounds to Inf"):
         epigemm.gemm(A, A, np.zeros((3, 3), np.float32), transb=True, beta=1e300)
     assert epigemm.gemm(A, A, transb=True, epilogue=int(epigemm.Epilogue.DEFAULT))[0, 0] == 3.0
     X, W = np.ones((3, 4), np.float32), np.ones((2, 4), np.float32)
@@ -516,6 +516,38 @@ def test_buffer_exports_are_released_after_the_call():
     X.append(2.0)  # BufferError if the call had kept an export of X
 
 
+def test_scalars_are_what_float32_makes_of_them():
+    """alpha and beta are float32 in the C API: a value float32 rounds to its largest finite value
+    is taken (3.4028235e38, float32's largest as printed), one it rounds to Inf or, not being 0,
+    to 0 is refused (a tiny alpha must not silently leave the product, and its NaNs, out)."""
+    A = np.ones((1, 2), np.float32)  # column-major 2 x 1: D = alpha A A^T, alpha in each element
+    D = epigemm.gemm(A, A, transb=True, alpha=3.4028235e38)
+    assert D.shape == (2, 2) and np.all(D == np.finfo(np.float32).max)
+    D = epigemm.gemm(A, A, transb=True, alpha=1e-45)
+    assert np.all(D == np.float32(1e-45)) and np.all(D > 0)
+    for value, rounds_to in ((3.5e38, "Inf"), (-1e39, "Inf"), (1e-46, "0"), (-2.0 ** -150, "0")):
+        D = sentinel((2, 2))
+        expect_error(epigemm.InvalidValueError, re.escape(f"alpha is {value!r}, which float32 rounds to {rounds_to}"),
+                     lambda: epigemm.gemm(np.full((1, 2), np.nan, np.float32), A, D, transb=True, alpha=value), D)
+
+
+def test_numpy_scalars_and_flags():
+    X, W = np.ones((3, 4), np.float32), np.ones((2, 4), np.float32)
+    with pytest.raises(epigemm.InvalidValueError, match="X has 0 dimensions; expected at least 1"):
+        epigemm.linear_fprop(np.float32(1.0), W)
+    dY = np.ones((3, 2), np.float32)
+    for flag in (np.True_, True):
+        dX, db = epigemm.linear_dgrad(dY, W, preact=X, activation="relu", bias_grad=flag)
+        assert np.all(db == 6.0)
+        dW, db = epigemm.linear_wgrad(X, dY, bias_grad=flag)
+        assert np.all(db == 3.0)
+    for flag in (np.False_, False):
+        assert isinstance(epigemm.linear_dgrad(dY, W, bias_grad=flag), np.ndarray)
+        assert isinstance(epigemm.linear_wgrad(X, dY, bias_grad=flag), np.ndarray)
+    with pytest.raises(epigemm.InvalidValueError, match="preact_out is given with activation 'identity'"):
+        epigemm.linear_fprop(X, W, activation="identity", preact_out=np.zeros((3, 2), np.float32))
+
+
 def test_unknown_activation_and_missing_preact():
     X, W = np.ones((3, 4), np.float32), np.ones((2, 4), np.float32)
     with pytest.raises(epigemm.InvalidValueError, match="activation is 'tanh'"):
@@ -540,6 +572,9 @@ def test_backend_choice_and_last_backend():
                      lambda: epigemm.linear_fprop(X, W, out=out, backend="cuda"), out)
     with pytest.raises(epigemm.InvalidValueError, match="backend is 'gpu'"):
         epigemm.linear_fprop(X, W, backend="gpu")
+    with pytest.raises(epigemm.InvalidValueError):
+        epigemm.linear_fprop(X, np.ones((2, 3), np.float32), backend="reference")
+    assert epigemm.last_backend() == (name, reason)  # a refused call leaves the last successful one's
 
 
 def test_accumulate_needs_out_and_beta_needs_d():
