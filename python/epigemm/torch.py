@@ -22,6 +22,7 @@ input and weights of one call have one dtype, a bias that dtype or float32; unde
 the functions and modules convert them to the autocast dtype first, as nn.Linear does.
 """
 
+from collections import OrderedDict
 from typing import Optional, Tuple
 
 import torch
@@ -286,8 +287,8 @@ def _eager(*tensors) -> bool:
     if torch.compiler.is_compiling() or torch.jit.is_tracing():
         return False
     for t in tensors:
-        if t is not None and type(t) not in _PLAIN_TENSORS:
-            return False
+        if t is not None and (type(t) not in _PLAIN_TENSORS or t.is_meta):
+            return False  # (meta tensors: the operators' fake implementations give the shapes)
     return True
 
 
@@ -325,7 +326,8 @@ def _as_autocast_casts(x: Tensor, *tensors):
     float32, float16 or bfloat16 tensor converted to the autocast dtype (a differentiable copy, so
     gradients reach the originals in their own dtypes); outside autocast, as they are."""
     device_type = x.device.type
-    if not torch.is_autocast_enabled(device_type):
+    # (The library computes on the CPU and on CUDA devices; autocast knows no "meta".)
+    if device_type not in ("cpu", "cuda") or not torch.is_autocast_enabled(device_type):
         return (x,) + tensors
     dtype = torch.get_autocast_dtype(device_type)
     return tuple(t.to(dtype) if t is not None and t.dtype in _AUTOCAST_CASTS else t
@@ -400,7 +402,8 @@ class MLP(nn.Sequential):
     (nn.GELU in either form, nn.ReLU, nn.SiLU or nn.Identity), and the two layers' parameters are
     fc1's and fc2's. Where the modules are anything else (another activation, a layer that is not
     an nn.Linear, more or fewer modules) or carry hooks, they run one after another as in
-    nn.Sequential, so that what the model holds is what it computes."""
+    nn.Sequential, so that what the model holds is what it computes. A slice (model[:2]) is an
+    nn.Sequential of the modules it takes."""
 
     def __init__(self, in_features: int, hidden_features: int, out_features: Optional[int] = None,
                  activation: Optional[str] = "gelu_tanh", bias: bool = True, device=None, dtype=None):
@@ -410,6 +413,13 @@ class MLP(nn.Sequential):
         super().__init__(Linear(in_features, hidden_features, bias, **factory),
                          _ACTIVATION_MODULES[activation](),
                          Linear(hidden_features, out_features, bias, **factory))
+
+    def __getitem__(self, index):
+        """A module, or for a slice an nn.Sequential of those modules (unfused), as
+        nn.Sequential's slices are of the modules they hold."""
+        if isinstance(index, slice):
+            return nn.Sequential(OrderedDict(list(self._modules.items())[index]))
+        return super().__getitem__(index)
 
     @property
     def fc1(self) -> Linear:

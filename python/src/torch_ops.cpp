@@ -284,6 +284,16 @@ at::Tensor contiguous_or_undefined(const at::Tensor& t) { return t.defined() ? t
 // transposed tensor).
 at::Tensor rows_contiguous(const at::Tensor& t) { return has_rows_as_the_c_api_reads_them(t) ? t : t.contiguous(); }
 
+// The tensors the forward saved, contiguous: a saved_tensors_hooks unpack may hand the same values
+// back in another layout (a transposed copy, say); one that is contiguous already is returned as it is.
+variable_list saved_contiguous(AutogradContext* ctx) {
+  variable_list saved = ctx->get_saved_variables();
+  for (at::Tensor& t : saved) {
+    if (t.defined()) t = t.contiguous();
+  }
+  return saved;
+}
+
 // With create_graph=True autograd runs a backward with gradient recording on, to differentiate the
 // gradients again (a gradient penalty, a Hessian-vector product). These backward formulas are
 // library calls that record nothing, so a gradient that depends on a tensor requiring a gradient
@@ -337,7 +347,7 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+    const variable_list saved = saved_contiguous(ctx);
     const at::Tensor &x = saved[0], &weight = saved[1];
     const bool has_bias = ctx->saved_data["has_bias"].toBool();
     const bool needs_x = ctx->needs_input_grad(0), needs_weight = ctx->needs_input_grad(1),
@@ -391,7 +401,7 @@ class MLPFunction : public torch::autograd::Function<MLPFunction> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+    const variable_list saved = saved_contiguous(ctx);
     const at::Tensor &x = saved[0], &w1 = saved[1], &w2 = saved[2], &h = saved[3], &pre = saved[4];
     const auto act = static_cast<epigemm_activation_t>(ctx->saved_data["activation"].toInt());
     // The graph's inputs: x, w1, b1 (if given), w2, b2 (if given).

@@ -847,3 +847,48 @@ def test_autocast_under_torch_compile_has_no_graph_break(device):
     assert explanation.graph_break_count == 0, explanation.break_reasons
     compiled = torch.compile(loss_of, backend=compile_backend())
     torch.testing.assert_close(compiled(x), loss_of(x), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_saved_tensors_come_back_in_any_layout(device):
+    """A saved_tensors_hooks pair may hand a saved tensor back with the same values in another
+    layout (here a transposed copy): the backward reads them as they come. The C++ operators'
+    backward refused such a weight before, and named an MLP's saved hidden activation x."""
+    torch.manual_seed(16)
+
+    def pack(t):
+        return t.t().contiguous() if t.dim() == 2 else t
+
+    def unpack(t):
+        return t.t() if t.dim() == 2 else t
+
+    for model in (et.Linear(16, 8, device=device), et.MLP(16, 32, 8, device=device)):
+        x = torch.randn(5, 16, device=device)
+        grad = torch.randn(5, 8, device=device)
+        want = forward_backward(model, x, grad)
+        model.zero_grad()
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            x1 = x.clone().requires_grad_()
+            y = model(x1)
+        y.backward(grad)
+        got = [y.detach(), x1.grad] + [p.grad for p in model.parameters()]
+        for g, w in zip(got, want):
+            assert torch.equal(g, w)
+
+
+def test_a_slice_of_an_mlp_is_a_sequential_of_its_modules():
+    model = et.MLP(8, 16, 4, activation="relu")
+    head = model[:2]
+    assert type(head) is torch.nn.Sequential and len(head) == 2
+    assert head[0] is model.fc1 and isinstance(head[1], torch.nn.ReLU)
+    x = torch.randn(3, 8)
+    torch.testing.assert_close(head(x), torch.relu(model.fc1(x)))
+    assert [m for m in model[::2]] == [model.fc1, model.fc2]
+    assert model[0] is model.fc1 and model[-1] is model.fc2
+
+
+def test_meta_tensors_give_the_output_shape():
+    x = torch.empty(2, 3, 16, device="meta")
+    for model in (et.Linear(16, 8, device="meta"), et.MLP(16, 32, 8, device="meta")):
+        y = model(x)
+        assert y.device.type == "meta" and y.shape == (2, 3, 8) and y.dtype == torch.float32
