@@ -312,8 +312,10 @@ epigemm_status_t epigemm_gemm(epigemm_context_t ctx, epigemm_gemm_desc_t desc,
 
 /* ---- the classic TransformerEngine-style call ---------------------------------------------- */
 
-/* Exactly the meaning of TransformerEngine's classic GEMM call (docs/conventions.md, "Classic
- * call"): the epilogue follows from which of bias / pre_gelu_out are given and from grad:
+/* TransformerEngine's classic GEMM call, its arguments with their meaning (docs/conventions.md,
+ * "The classic call", also for the few deliberate differences: TF32 off unless allowed, TT
+ * accepted, gemm_k = 0, the workspace size): the epilogue follows from which of bias /
+ * pre_gelu_out are given and from grad:
  *   bias  pre_gelu_out  grad  -> epilogue
  *   no    no            any      DEFAULT
  *   yes   no            no       BIAS           (bias in, length gemm_m)
