@@ -12,10 +12,13 @@
  *
  * Errors: every function returns an epigemm_status_t. When it is not EPIGEMM_STATUS_SUCCESS,
  * epigemm_context_last_error(ctx) holds a message naming the argument, the value given and the
- * value expected, and no output has been written. The description functions (epigemm_gemm_desc_*)
- * take no context: they fail only for a NULL or dead description (or a NULL out pointer), with
- * EPIGEMM_STATUS_INVALID_VALUE and no message; the values they store are checked, with a message,
- * by the call that uses the description (epigemm_gemm, epigemm_gemm_workspace_size).
+ * value expected, and no output has been written, except after EPIGEMM_STATUS_BACKEND_ERROR: the
+ * BLAS engine or the CUDA runtime failing while the call runs may leave outputs partly written
+ * (docs/conventions.md, section 4). The description functions (epigemm_gemm_desc_*) take no
+ * context: they fail only for a NULL or dead description (or a NULL out pointer), with
+ * EPIGEMM_STATUS_INVALID_VALUE and no message, and epigemm_gemm_desc_create also with
+ * EPIGEMM_STATUS_OUT_OF_MEMORY where it cannot allocate; the values they store are checked, with a
+ * message, by the call that uses the description (epigemm_gemm, epigemm_gemm_workspace_size).
  *
  * Threads: a context is used by one thread at a time (create one per thread); it holds backend
  * state (handles, streams) and the last error. A GEMM description is a plain value owned by its
@@ -79,7 +82,8 @@ typedef enum epigemm_dtype_e EPIGEMM_ENUM_INT {
 /* Where a buffer lives. Every operand of one call lives in the same place. */
 typedef enum epigemm_memory_e EPIGEMM_ENUM_INT {
   EPIGEMM_MEMORY_HOST = 0,
-  EPIGEMM_MEMORY_DEVICE = 1 /* CUDA device memory of the current device */
+  EPIGEMM_MEMORY_DEVICE = 1 /* CUDA device memory of the device that was current when the context
+                               was created (it must be current at each call too) */
 } epigemm_memory_t;
 
 typedef enum epigemm_op_e EPIGEMM_ENUM_INT {
@@ -143,7 +147,7 @@ typedef enum epigemm_backend_e EPIGEMM_ENUM_INT {
   EPIGEMM_BACKEND_CUTLASS = 5    /* CUTLASS sm90 kernels with fused epilogues      */
 } epigemm_backend_t;
 
-/* A column-major matrix (GEMM level): element (r, c) is at data[r + c * ld], ld >= rows. */
+/* A column-major matrix (GEMM level): element (r, c) is at data[r + c * ld], ld >= max(1, rows). */
 typedef struct epigemm_matrix_s {
   void *data;
   epigemm_dtype_t dtype;
@@ -154,7 +158,7 @@ typedef struct epigemm_matrix_s {
 } epigemm_matrix_t;
 
 /* A row-major 2-D tensor (layer level): element (r, c) is at data[r * row_stride + c],
- * row_stride >= cols. This is how a framework stores X[tokens, in_features]. */
+ * row_stride >= max(1, cols). This is how a framework stores X[tokens, in_features]. */
 typedef struct epigemm_tensor_s {
   void *data;
   epigemm_dtype_t dtype;
@@ -198,8 +202,9 @@ const char *epigemm_context_last_error(epigemm_context_t ctx);
 
 /* Which backend ran the last successful GEMM on this context, and why the dispatcher chose it:
  * "requested: cpu" when the call named its backend, else e.g. "auto: cpu has the highest
- * priority (10) among the backends that support the call; cuda declined (...)". The reason is
- * valid until the next call on the context. */
+ * priority (10) among the backends that support the call; cuda declined (...)". A refused call
+ * leaves both as they were; before any call has succeeded they are EPIGEMM_BACKEND_AUTO and "".
+ * The reason is valid until the next call on the context. */
 EPIGEMM_API
 epigemm_status_t epigemm_context_last_backend(epigemm_context_t ctx,
                                               epigemm_backend_t *backend /* out */,
