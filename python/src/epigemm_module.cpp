@@ -535,9 +535,7 @@ class Context {
     DeviceGuard guard(mem == EPIGEMM_MEMORY_DEVICE ? device_ : -1);
     void* ws = nullptr;
     size_t ws_bytes = 0;
-    const bool outputs_empty = X.rows == 0 || W.rows == 0;  // Y and pre [tokens, out]
-    if (int status = linear_workspace(X.rows, X.cols, W.rows, X.dtype, mem, stream, workspace, outputs_empty, &ws,
-                                      &ws_bytes)) {
+    if (int status = linear_workspace(X.rows, X.cols, W.rows, X.dtype, mem, stream, workspace, &ws, &ws_bytes)) {
       return status;
     }
     return run(mem, [&] {
@@ -578,10 +576,7 @@ class Context {
     DeviceGuard guard(mem == EPIGEMM_MEMORY_DEVICE ? device_ : -1);
     void* ws = nullptr;
     size_t ws_bytes = 0;
-    // dX [tokens, in] and the bias gradient [in]
-    const bool outputs_empty = W.cols == 0 || (dY.rows == 0 && !has_grad);
-    if (int status = linear_workspace(dY.rows, W.cols, dY.cols, dY.dtype, mem, stream, workspace, outputs_empty, &ws,
-                                      &ws_bytes)) {
+    if (int status = linear_workspace(dY.rows, W.cols, dY.cols, dY.dtype, mem, stream, workspace, &ws, &ws_bytes)) {
       return status;
     }
     return run(mem, [&] {
@@ -613,10 +608,7 @@ class Context {
     DeviceGuard guard(mem == EPIGEMM_MEMORY_DEVICE ? device_ : -1);
     void* ws = nullptr;
     size_t ws_bytes = 0;
-    // dW [out, in] and the bias gradient [out]
-    const bool outputs_empty = dY.cols == 0 || (X.cols == 0 && !has_grad);
-    if (int status = linear_workspace(X.rows, X.cols, dY.cols, X.dtype, mem, stream, workspace, outputs_empty, &ws,
-                                      &ws_bytes)) {
+    if (int status = linear_workspace(X.rows, X.cols, dY.cols, X.dtype, mem, stream, workspace, &ws, &ws_bytes)) {
       return status;
     }
     return run(mem, [&] {
@@ -691,7 +683,7 @@ class Context {
     DeviceGuard guard(mem == EPIGEMM_MEMORY_DEVICE ? device_ : -1);
     void* ws = nullptr;
     size_t ws_bytes = 0;
-    if (int status = linear_workspace(X.rows, X.cols, W.rows, X.dtype, mem, stream, workspace, false, &ws, &ws_bytes)) {
+    if (int status = linear_workspace(X.rows, X.cols, W.rows, X.dtype, mem, stream, workspace, &ws, &ws_bytes)) {
       throw std::runtime_error("time_c_linear_fprop: no workspace (status " + std::to_string(status) + ")");
     }
     nb::gil_scoped_release release;
@@ -742,13 +734,9 @@ class Context {
     return 0;
   }
 
-  // The workspace of a layer call: what epigemm_linear_workspace_size answers for the layer (the
-  // largest of its three passes), or none where the call's outputs are empty, which the library
-  // returns from at once (a forward over no tokens beside 2^40 out_features asked for terabytes).
   int linear_workspace(int64_t tokens, int64_t in_features, int64_t out_features,
                        epigemm_dtype_t dtype, epigemm_memory_t memory, uintptr_t stream,
-                       nb::handle workspace, bool outputs_empty, void** ws, size_t* ws_bytes) {
-    if (outputs_empty) return provide_workspace(0, memory, stream, workspace, ws, ws_bytes);
+                       nb::handle workspace, void** ws, size_t* ws_bytes) {
     const LinearShapeKey key{tokens, in_features, out_features, int(dtype), int(memory), backend_,
                              int(allow_tf32_)};
     size_t needed = 0;

@@ -368,19 +368,6 @@ def test_empty_features_follow_the_degenerate_sizes(dtype):
     np.testing.assert_array_equal(f64(D), np.zeros((4, 3)))
 
 
-def test_calls_with_empty_outputs_ask_for_no_workspace():
-    """A call whose outputs are empty returns at once (conventions.md): the layer's workspace (the
-    largest of its three passes, 4 TB for the bias-gradient sums of 2^40 out_features) is not
-    allocated for it."""
-    huge = 2 ** 40
-    X, W = np.empty((0, 0), np.float32), np.empty((huge, 0), np.float32)
-    assert epigemm.linear_fprop(X, W, out=np.empty((0, huge), np.float32)).shape == (0, huge)
-    dY = np.empty((0, huge), np.float32)
-    assert epigemm.linear_dgrad(dY, W, out=np.empty((0, 0), np.float32)).shape == (0, 0)
-    assert epigemm.linear_wgrad(np.empty((0, huge), np.float32), np.empty((0, 0), np.float32),
-                                out=np.empty((0, huge), np.float32)).shape == (0, huge)
-
-
 def test_leading_dimensions_of_outputs_and_tokens_must_match():
     """The library sees the product of the leading dimensions (the tokens); the layout of the
     tokens is checked here: an out= of other leading dimensions is refused, not filled."""
