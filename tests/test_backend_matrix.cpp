@@ -20,6 +20,8 @@
 // beta = 0 never reads D (D is NaN-poisoned then).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iterator>
 #include <ostream>
@@ -357,6 +359,80 @@ TEST_P(BackendDeterminism, SameInputsSameBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTargets, BackendDeterminism, ::testing::ValuesIn(all_targets()),
+                         [](const ::testing::TestParamInfo<Target>& info) { return info.param.name(); });
+
+// Half the spacing of a 16-bit dtype's values at x: the largest error of rounding x once.
+double half_spacing(epigemm_dtype_t dtype, double x) {
+  const int significand_bits = dtype == BF16 ? 8 : 11;  // the implicit bit included
+  const int min_exponent = dtype == BF16 ? -126 : -14;  // of the normal numbers
+  const int exponent = std::max(std::ilogb(std::max(std::fabs(x), 1e-300)), min_exponent);
+  return std::ldexp(1.0, exponent - significand_bits);
+}
+
+class RoundedOnce : public ::testing::TestWithParam<Target> {};
+
+// A 16-bit D is the epilogue's result rounded once (docs/conventions.md, "Epilogues": acc is kept
+// in fp32): every element within half a spacing of D's dtype of the exact value, plus what the
+// fp32 sum of k + 2 terms can add (its magnitude times (k + 2) 2^-24), checked element by element,
+// also where beta D_old or the bias cancels the product (the matrix's tolerance, relative to the
+// magnitude, lets one extra rounding through there). With bf16 or f16 operands the products are
+// exact in fp32. The paths it guards: a GEMM that adds beta D_old or a bias through its C (cuBLAS
+// and cuBLASLt round alpha acc to a 16-bit C's dtype first: two roundings, up to 21 ulps of the
+// result where the sum cancels).
+TEST_P(RoundedOnce, SixteenBitDIsTheResultRoundedOnce) {
+  const Target& target = GetParam();
+  Context ctx;
+  EPIGEMM_SKIP_IF_UNUSABLE(ctx, target);
+  const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  struct Call {
+    epigemm_epilogue_t epilogue;
+    float beta;
+  };
+  const Call calls[] = {{EPIGEMM_EPILOGUE_BIAS, 0.0f},    // D = acc + bias
+                        {EPIGEMM_EPILOGUE_DEFAULT, 1.0f},  // accumulate: D = acc + D_old
+                        {EPIGEMM_EPILOGUE_BIAS, 1.0f},
+                        {EPIGEMM_EPILOGUE_BGRADB, 1.0f}};  // a weight gradient accumulated
+  const int64_t shapes[][3] = {{40, 48, 64}, {192, 160, 256}};
+  uint64_t index = 0;
+  for (const epigemm_dtype_t dtype : {BF16, F16}) {
+    for (const Call& call : calls) {
+      for (const auto& shape : shapes) {
+        GemmCase c;
+        c.target = target;
+        c.epilogue = call.epilogue;
+        c.transa = EPIGEMM_OP_T;
+        c.ab_dtype = c.d_dtype = c.bias_dtype = c.bias_grad_dtype = dtype;
+        c.beta = call.beta;
+        c.gemm_m = shape[0];
+        c.gemm_n = shape[1];
+        c.gemm_k = shape[2];
+        c.seed = case_seed(name, index++);
+        SCOPED_TRACE(c.describe());
+        const CaseRun run = run_case(ctx, c);
+        ASSERT_TRUE(run.ok);
+        const Expected expected = naive_expected(c, run.before);
+        int64_t off = 0;
+        double worst = 0;
+        for (int64_t j = 0; j < c.gemm_n; ++j) {
+          for (int64_t i = 0; i < c.gemm_m; ++i) {
+            const size_t e = size_t(i + j * c.gemm_m);
+            const double exact = expected.d[e];
+            const double bound = half_spacing(dtype, exact) +
+                                 double(c.gemm_k + 2) * std::ldexp(1.0, -24) * expected.d_magnitude[e];
+            const double ratio = std::fabs(run.after.d.get(i, j) - exact) / bound;
+            worst = std::max(worst, ratio);
+            if (ratio > 1.0) ++off;
+          }
+        }
+        EXPECT_EQ(off, 0) << off << " of " << c.gemm_m * c.gemm_n
+                          << " elements are farther from the exact value than one rounding; worst "
+                          << worst << " times the bound";
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTargets, RoundedOnce, ::testing::ValuesIn(all_targets()),
                          [](const ::testing::TestParamInfo<Target>& info) { return info.param.name(); });
 
 }  // namespace

@@ -623,24 +623,30 @@ epigemm_status_t epigemm_linear_workspace_size(epigemm_context_t ctx, int64_t to
       for (const epigemm_epilogue_t epilogue : c.epilogues) {
         for (int activation = 0; epigemm::activation_value_valid(epigemm_activation_t(activation)); ++activation) {
           for (const epigemm_dtype_t vector_dtype : {EPIGEMM_DTYPE_F32, EPIGEMM_DTYPE_F16, EPIGEMM_DTYPE_BF16}) {
-            GemmCall call;
-            EPIGEMM_RETURN_IF_ERROR(epigemm::map_layer_to_gemm(c.pass, c.tensors, &call));
-            epigemm::apply_context_defaults(context, &call);
-            call.epilogue = epilogue;
-            call.activation = epigemm_activation_t(activation);
-            const epigemm::EpilogueParts parts = call.parts();
-            call.has_aux = parts.uses_aux();
-            call.has_bias = parts.reads_bias();
-            call.has_bias_grad = parts.writes_bias_grad();
-            const epigemm_vector_t vec{fake(8), vector_dtype, call.bias_grad_length(), memory};
-            call.bias = call.bias_grad = epigemm::to_vector(vec);
-            // A requested backend that declines one of these calls needs no workspace for it:
-            // that call will itself answer NOT_SUPPORTED.
-            size_t needed = 0;
-            const Status sized = context.workspace_bytes(call, &needed);
-            if (sized.code() == EPIGEMM_STATUS_NOT_SUPPORTED && call.backend != EPIGEMM_BACKEND_AUTO) continue;
-            EPIGEMM_RETURN_IF_ERROR(sized);
-            most = std::max(most, needed);
+            // The weight gradient also with accumulate (beta = 1), which a backend may serve
+            // otherwise (the cuda backend rounds a 16-bit dW once through its fp32 intermediate).
+            for (const float beta : {0.0f, 1.0f}) {
+              if (beta != 0.0f && c.pass != epigemm::LayerPass::wgrad) continue;
+              GemmCall call;
+              EPIGEMM_RETURN_IF_ERROR(epigemm::map_layer_to_gemm(c.pass, c.tensors, &call));
+              epigemm::apply_context_defaults(context, &call);
+              call.beta = beta;
+              call.epilogue = epilogue;
+              call.activation = epigemm_activation_t(activation);
+              const epigemm::EpilogueParts parts = call.parts();
+              call.has_aux = parts.uses_aux();
+              call.has_bias = parts.reads_bias();
+              call.has_bias_grad = parts.writes_bias_grad();
+              const epigemm_vector_t vec{fake(8), vector_dtype, call.bias_grad_length(), memory};
+              call.bias = call.bias_grad = epigemm::to_vector(vec);
+              // A requested backend that declines one of these calls needs no workspace for it:
+              // that call will itself answer NOT_SUPPORTED.
+              size_t needed = 0;
+              const Status sized = context.workspace_bytes(call, &needed);
+              if (sized.code() == EPIGEMM_STATUS_NOT_SUPPORTED && call.backend != EPIGEMM_BACKEND_AUTO) continue;
+              EPIGEMM_RETURN_IF_ERROR(sized);
+              most = std::max(most, needed);
+            }
           }
         }
       }
