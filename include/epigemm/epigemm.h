@@ -355,7 +355,9 @@ epigemm_status_t epigemm_classic_gemm_workspace_size(
 /* ---- layer level: Y[tokens, out] = X[tokens, in] W[out, in]^T + b[out] -------------------- */
 
 /* The workspace any one linear-layer call below may need for tensors of these sizes (any
- * activation, any bias or bias-gradient dtype). */
+ * activation, any bias or bias-gradient dtype, a weight gradient with or without accumulate: with
+ * a bf16/f16 dW the cuda backend accumulates through an fp32 copy of dW, 4 x out x in bytes, which
+ * with few tokens is most of the answer). */
 EPIGEMM_API
 epigemm_status_t epigemm_linear_workspace_size(epigemm_context_t ctx, int64_t tokens,
                                                int64_t in_features, int64_t out_features,

@@ -296,6 +296,9 @@ _FLOAT32_ROUNDS_TO_ZERO = 2.0 ** -150
 def _scalar(value, name):
     try:
         x = float(value)
+    except OverflowError:  # an integer beyond the doubles
+        raise invalid(f"{name} is {value!r}, which float32 rounds to Inf; expected a magnitude of at most "
+                      f"{_FLOAT32_MAX!r} (float32's largest)") from None
     except (TypeError, ValueError):
         raise invalid(f"{name} is {value!r}; expected a real number") from None
     if math.isfinite(x) and abs(x) >= _FLOAT32_ROUNDS_TO_INF:

@@ -525,7 +525,7 @@ def test_scalars_are_what_float32_makes_of_them():
     assert D.shape == (2, 2) and np.all(D == np.finfo(np.float32).max)
     D = epigemm.gemm(A, A, transb=True, alpha=1e-45)
     assert np.all(D == np.float32(1e-45)) and np.all(D > 0)
-    for value, rounds_to in ((3.5e38, "Inf"), (-1e39, "Inf"), (1e-46, "0"), (-2.0 ** -150, "0")):
+    for value, rounds_to in ((3.5e38, "Inf"), (-1e39, "Inf"), (10 ** 400, "Inf"), (1e-46, "0"), (-2.0 ** -150, "0")):
         D = sentinel((2, 2))
         expect_error(epigemm.InvalidValueError, re.escape(f"alpha is {value!r}, which float32 rounds to {rounds_to}"),
                      lambda: epigemm.gemm(np.full((1, 2), np.nan, np.float32), A, D, transb=True, alpha=value), D)

@@ -6,11 +6,12 @@
 //      independent of the GEMM; by default on a second stream, concurrent with it, joined back to
 //      the caller's stream with an event.
 //   2. acc = alpha op(A) op(B) + beta D_old by cublasGemmEx into either D itself or an fp32
-//      gemm_m x gemm_n intermediate in the workspace (CudaBackendOptions::fp32_intermediate).
-//      BIAS with beta = 0: D = bias broadcast first, then the GEMM with beta = 1 adds acc to it
-//      (CudaBackendOptions::bias_through_gemm_beta), and step 3 is not needed.
+//      gemm_m x gemm_n intermediate in the workspace (CudaBackendOptions::fp32_intermediate):
+//      the intermediate wherever the epilogue computes on acc or beta D_old is added to a 16-bit
+//      D. BIAS with beta = 0 and an fp32 D: D = bias broadcast first, then the GEMM with beta = 1
+//      adds acc to it (CudaBackendOptions::bias_through_gemm_beta), and step 3 is not needed.
 //   3. One tile kernel for the epilogue's parts and activation, reading acc and writing D (and
-//      aux / bias-gradient partials).
+//      aux / bias-gradient partials); for D = acc in the intermediate, its conversion into D.
 // Everything is ordered on the caller's stream (the second stream only between a fork and a join
 // on it): no allocation, no host synchronization, no device-to-host copy, so a call can be
 // captured into a CUDA graph.
