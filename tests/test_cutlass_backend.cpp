@@ -347,6 +347,7 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
                               cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source,
                               cb::TileConfig::pingpong_64x128x64_without_source,
                               cb::TileConfig::cooperative_128x64x64_without_source,
+                              cb::TileConfig::cooperative_128x96x64_without_source,
                               cb::TileConfig::pingpong_128x128x64_direct_store}) {
     const std::string config = cb::tile_config_name(tile);
     const bool bias_family = cb::instantiated_in(KernelFamily::linear_combination_bias, tile);
@@ -400,12 +401,13 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
   // 128 x 128 forward tiles, the ping-pong 64 x 128 and the cooperative 128 x 64 tiles without a
   // source: 10 forward each; the ping-pong 128 x 128 tile with the 64 x 64 subtile and the
   // cooperative 128 x 64 tile, both without a source, also 10 backward each; the direct-store tile:
-  // 8 linear_combination_bias + 10 forward.
-  EXPECT_EQ(found, 158 + 18);
+  // 8 linear_combination_bias + 10 forward; the cooperative 128 x 96 tile without a source: 10
+  // forward + 10 backward.
+  EXPECT_EQ(found, 158 + 18 + 20);
 }
 
 // A kernel without a source (no shared memory for D's old values) refuses a call with beta != 0,
-// saying why, before CUTLASS is asked; each of the five configurations. And on the grids that take
+// saying why, before CUTLASS is asked; each of the six configurations. And on the grids that take
 // those kernels where beta = 0, a call with beta != 0 gets a kernel that accepts it.
 TEST(CutlassSupport, KernelWithoutSourceRefusesBeta) {
   namespace cb = epigemm::cutlass_backend;
@@ -414,7 +416,8 @@ TEST(CutlassSupport, KernelWithoutSourceRefusesBeta) {
                               cb::TileConfig::pingpong_128x128x64_without_source,
                               cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source,
                               cb::TileConfig::pingpong_64x128x64_without_source,
-                              cb::TileConfig::cooperative_128x64x64_without_source}) {
+                              cb::TileConfig::cooperative_128x64x64_without_source,
+                              cb::TileConfig::cooperative_128x96x64_without_source}) {
     SCOPED_TRACE(cb::tile_config_name(tile));
     const cb::Kernel* kernel = cb::find_kernel(cb::KernelFamily::forward_activation_aux, tile, EPIGEMM_DTYPE_BF16,
                                                cb::OperandLayout::tn, EPIGEMM_ACTIVATION_SILU);
@@ -509,8 +512,10 @@ TEST(CutlassSupport, ScheduledGridRoundsToClustersThenToTheSwizzle) {
 // epilogues (its kernels without a source where beta = 0), with the 64 x 64 epilogue subtile for
 // silu and the GELUs where gemm_k <= 1024, whatever the grid; for the backward ones ping-pong from
 // two waves of tiles on (264 on the H200), with the same subtile without a source where beta = 0
-// and gemm_k <= 1024 for silu and the GELUs, cooperative below two waves. Each choice is a
-// configuration its family instantiates.
+// and gemm_k <= 1024 for silu and the GELUs, cooperative below two waves; both on the cooperative
+// 128 x 96 tile where its tiles fill 90-100% of the SMs once and 128 x 128 ones under 90% (beta =
+// 0, after the smaller tiles of small grids). Each choice is a configuration its family
+// instantiates.
 TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
   namespace cb = epigemm::cutlass_backend;
   const cb::DeviceFacts h200{0, 132};
@@ -556,7 +561,28 @@ TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 768, 1000, 3072), bwd_narrow);  // 1000,768,3072: 96
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 66, 128), bwd_narrow);    // 132 tiles of 128 x 64
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 66, 128 + 8), coop);      // 198 of them
-  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 768, 2048, 3072), coop);        // 2048,768,3072: 192
+  // Where 128 x 128 tiles fill under 90% of the SMs and 128 x 96 ones 90-100% (beta = 0), the
+  // cooperative 128 x 96 tile without a source, in both families; the smaller tiles above first.
+  const cb::TileConfig coop96 = cb::TileConfig::cooperative_128x96x64_without_source;
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 768, 2048, 3072), coop96);   // 2048,768,3072: 96 -> 132
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 768, 2048, 50257), coop96);  // 2048,768,50257
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 768, 2048, 3072), coop96);      // 2048,3072,768's forward
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 4096, 384, 14336), coop96);     // 384,14336,4096's: 128
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 7, 96 * 17), coop96);     // 119 tiles of 128 x 96
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 7, 96 * 17), coop96);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 2, 96 * 59), fwd_pingpong);  // 118 of them
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 7, 96 * 19), fwd_pingpong);  // 133
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 7, 96 * 19), coop);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 66, 136), fwd_pingpong);  // 132 tiles of 128 x 128
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 768, 2048, 1024), short_pingpong);  // gemm_k <= 1024
+  EXPECT_EQ(config(KernelFamily::linear_combination_bias, 768, 2048, 3072), coop);
+  for (KernelFamily family : {KernelFamily::forward_activation_aux, KernelFamily::backward_activation_bgrad}) {
+    const bool forward = family == KernelFamily::forward_activation_aux;
+    epigemm::GemmCall accumulate = host_probe_call(forward ? EPIGEMM_EPILOGUE_ACT_AUX_BIAS : EPIGEMM_EPILOGUE_DACT,
+                                                   EPIGEMM_ACTIVATION_SILU, forward ? T : N, N, 768, 2048, 3072);
+    accumulate.beta = 0.5f;  // reads D's old values: the 128 x 128 tile with a source
+    EXPECT_EQ(cb::tile_config_for(family, accumulate, h200), forward ? pingpong : coop);
+  }
   for (epigemm_activation_t a : every_activation()) {
     EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 1024, 512, 4096, a), bwd_narrow)
         << epigemm_activation_name(a);  // 512,1024,4096: 64 tiles
@@ -661,7 +687,8 @@ TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
 // most one of its tiles per SM, beta = 0), 25 below 7 waves
 // where the last wave is at least 90% full or backward_gradient_time_ratio predicts cutlass
 // faster (a less full last wave with a short gemm_k), with the grid at least half a wave, else 1;
-// the plain epilogues (DEFAULT, BIAS, the identity without an aux) 1.
+// both 25 where the cooperative 128 x 96 tile runs; the plain epilogues (DEFAULT, BIAS, the
+// identity without an aux) 1.
 TEST(CutlassSupport, AutoPriorityDependsOnTheEpilogueAndTheWaves) {
   namespace cb = epigemm::cutlass_backend;
   const cb::DeviceFacts h200{0, 132};
@@ -698,6 +725,20 @@ TEST(CutlassSupport, AutoPriorityDependsOnTheEpilogueAndTheWaves) {
     EXPECT_EQ(cb::auto_priority_for(accumulate, h200), 1);
   }
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 128 * 66, 128 + 8), 25);  // 132 tiles (198 of 128 x 64): one full wave
+  // Where the cooperative 128 x 96 tile runs: 25, forward and backward, below 0.75 waves and with a
+  // last wave under 90% full too; with beta != 0 (the 128 x 128 tile with a source) as before.
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_GELU_ERF, 768, 2048, 3072), 25);  // 96 tiles
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_ERF, 768, 2048, 3072), 25);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT, gelu, 4096, 384, 14336), 25);
+  {
+    epigemm::GemmCall accumulate =
+        host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_ERF, T, N, 768, 2048, 3072);
+    accumulate.beta = 1.0f;
+    EXPECT_EQ(cb::auto_priority_for(accumulate, h200), 1);
+    accumulate = host_probe_call(EPIGEMM_EPILOGUE_DACT, EPIGEMM_ACTIVATION_GELU_ERF, N, N, 768, 2048, 3072);
+    accumulate.beta = 1.0f;
+    EXPECT_EQ(cb::auto_priority_for(accumulate, h200), 1);
+  }
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 128, 128 * 64), 35);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 40, 128 * 12), 25);    // 480 tiles: 91%
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 128 * 20, 128 * 16, 10240), 1);  // 320 tiles: 81%
@@ -1142,6 +1183,45 @@ TEST(CutlassBackend, PingpongTilesWithAndWithoutSource) {
 #endif
 }
 
+// The cooperative 128 x 96 tile without a source, called directly, in both activation families:
+// every activation, both dtypes, ACT_AUX_BIAS (TN) and DACT_BGRAD (NN) with alpha = -0.75 on
+// 18 x 11 tiles (more than the SMs; the last tile row and column partial: 1000 = 10 x 96 + 40), and
+// a gemm_k of 1032 (17 slices, the last partial) for silu and gelu_erf.
+TEST(CutlassBackend, CooperativeTileOf96Columns) {
+  Context ctx;
+  EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);
+#if defined(EPIGEMM_HAVE_CUTLASS_BACKEND_FOR_TESTS) && defined(EPIGEMM_TESTS_WITH_CUDA)
+  namespace cb = epigemm::cutlass_backend;
+  const cb::TileConfig tile = cb::TileConfig::cooperative_128x96x64_without_source;
+  const int64_t m = 128 * 17 + 8, n = 96 * 10 + 40;
+  uint64_t index = 5700;
+  auto scaled = [](GemmCase c) {
+    c.alpha = -0.75f;
+    return c;
+  };
+  for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
+    for (epigemm_activation_t a : every_activation()) {
+      run_kernel_and_check(
+          ctx, scaled(cutlass_case(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, a, EPIGEMM_OP_T, EPIGEMM_OP_N, dtype, m, n, 72, index++)),
+          tile);
+      run_kernel_and_check(
+          ctx, scaled(cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, a, EPIGEMM_OP_N, EPIGEMM_OP_N, dtype, m, n, 72, index++)),
+          tile);
+    }
+  }
+  for (epigemm_activation_t a : {EPIGEMM_ACTIVATION_SILU, EPIGEMM_ACTIVATION_GELU_ERF}) {
+    run_kernel_and_check(ctx,
+                         scaled(cutlass_case(EPIGEMM_EPILOGUE_ACT_BIAS, a, EPIGEMM_OP_T, EPIGEMM_OP_N,
+                                             EPIGEMM_DTYPE_BF16, m, n, 1032, index++)),
+                         tile);
+    run_kernel_and_check(ctx,
+                         scaled(cutlass_case(EPIGEMM_EPILOGUE_DACT, a, EPIGEMM_OP_N, EPIGEMM_OP_N,
+                                             EPIGEMM_DTYPE_BF16, m, n, 1032, index++)),
+                         tile);
+  }
+#endif
+}
+
 // The bias gradient of DACT_BGRAD adds only the columns inside gemm_n, and reads only the rows
 // inside gemm_m. TMA reads the operands past their last row as zeros, so the accumulator past the
 // problem's last column or row is a sum of products with 0: NaN where the other operand holds an
@@ -1163,7 +1243,8 @@ TEST(CutlassBackend, RowSumsLeaveOutTheColumnsAndRowsPastTheEnd) {
   for (cb::TileConfig tile : {cb::TileConfig::cooperative_128x128x64, cb::TileConfig::pingpong_128x128x64,
                               cb::TileConfig::cooperative_256x128x64_cluster_1x2,
                               cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source,
-                              cb::TileConfig::cooperative_128x64x64_without_source}) {
+                              cb::TileConfig::cooperative_128x64x64_without_source,
+                              cb::TileConfig::cooperative_128x96x64_without_source}) {
     for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
       auto run_identity = [&](int64_t n, const std::function<void(Operands&)>& adjust) {
         run_kernel_and_check(ctx,

@@ -108,6 +108,11 @@ enum class KernelFamily { linear_combination_bias, forward_activation_aux, backw
 //                                         cooperative one 8 stages instead of 7, the ping-pong one 8
 //                                         either way); the cooperative one also for the activation
 //                                         gradients where its tiles are at most one per SM
+//   cooperative_128x96x64_without_source  both consumer warp groups on a 128 x 96 tile, for the
+//                                         activation epilogues where beta = 0 on grids whose
+//                                         128 x 128 tiles fill the SMs' last wave badly and 96
+//                                         columns fill it better (132 tiles of 768 x 2048 where
+//                                         128 x 128 makes 96)
 //   pingpong_128x128x64_direct_store      the ping-pong 128 x 128 tile with TMA loads of A and B and
 //                                         an epilogue that stores D and aux from the registers
 //                                         (cutlass_direct_store_epilogue.cuh): for D, aux or a bias
@@ -129,6 +134,7 @@ enum class TileConfig {
   pingpong_128x128x64_epilogue_64x64_without_source,
   pingpong_64x128x64_without_source,
   cooperative_128x64x64_without_source,
+  cooperative_128x96x64_without_source,
   pingpong_128x128x64_direct_store
 };
 

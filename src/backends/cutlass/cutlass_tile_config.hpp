@@ -49,7 +49,8 @@ constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
     case TileConfig::pingpong_64x128x64:
     case TileConfig::pingpong_64x128x64_without_source:
     case TileConfig::cooperative_128x64x64: return family == KernelFamily::forward_activation_aux;
-    case TileConfig::cooperative_128x64x64_without_source: return family != KernelFamily::linear_combination_bias;
+    case TileConfig::cooperative_128x64x64_without_source:
+    case TileConfig::cooperative_128x96x64_without_source: return family != KernelFamily::linear_combination_bias;
     case TileConfig::cooperative_256x128x64_cluster_1x2: return family != KernelFamily::linear_combination_bias;
     case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
       return family == KernelFamily::forward_activation_aux;
@@ -75,6 +76,7 @@ constexpr TileShape tile_shape_of(TileConfig tile) {
     case TileConfig::pingpong_64x128x64_without_source: return {64, 128, 1, 1};
     case TileConfig::cooperative_128x64x64:
     case TileConfig::cooperative_128x64x64_without_source: return {128, 64, 1, 1};
+    case TileConfig::cooperative_128x96x64_without_source: return {128, 96, 1, 1};
     case TileConfig::cooperative_256x128x64_cluster_1x2:
     case TileConfig::cooperative_256x128x64_cluster_1x2_without_source: return {256, 128, 1, 2};
     case TileConfig::pingpong_128x128x64_direct_store: return {128, 128, 1, 1};
@@ -101,7 +103,9 @@ inline TileGrid tile_grid_of(const GemmCall& call) { return tile_grid_of(call, T
 // 1024, and on grids under 1.5 waves of 128 x 128 tiles with gemm_k at most 1024 on the smaller
 // tiles (forward_grid_wants_smaller_tiles); the backward ones ping-pong from two waves of tiles on
 // (2 x the SM count), cooperative below, on the 128 x 64 tile without a source where those tiles
-// are at most one per SM and beta is 0 (backward_grid_wants_smaller_tile). The forward ones on
+// are at most one per SM and beta is 0 (backward_grid_wants_smaller_tile); both, where beta is 0
+// and neither of those smaller tiles applies, on the cooperative 128 x 96 tile without a source
+// where its tiles fill 90-100% of the SMs once (grid_fills_the_sms_once_with_96_column_tiles). The forward ones on
 // the 256 x 128 and ping-pong 128 x 128 tiles run those tiles' kernels without a source where
 // beta is 0 (every layer-level call).
 //
@@ -209,6 +213,7 @@ constexpr TileConfig without_source_where_there_is_one(TileConfig tile) {
     case TileConfig::pingpong_128x128x64_epilogue_64x64_without_source:
     case TileConfig::pingpong_64x128x64_without_source:
     case TileConfig::cooperative_128x64x64_without_source:
+    case TileConfig::cooperative_128x96x64_without_source:
     case TileConfig::pingpong_128x128x64_direct_store: return tile;
   }
   return tile;
@@ -269,6 +274,31 @@ inline bool backward_grid_wants_smaller_tile(const GemmCall& call, const DeviceF
   return call.beta == 0.0f && narrow_tiles_at_most_one_per_sm(call, device);
 }
 
+// Why the cooperative 128 x 96 tile without a source where its tiles fill 90-100% of the SMs once
+// and 128 x 128 tiles fewer than 90% (docs/dev/cutlass_backend.md, "A tile of 96 columns for grids
+// just under one wave"): there the
+// 128 x 128 grid is about three quarters of a wave (96 tiles of 768 x 2048 on 132 SMs), so a
+// quarter of the SMs idle for the whole call and the other three quarters each run one tile, its
+// main loop and then its epilogue; tiles of 96 columns run on every SM (132), each with three
+// quarters of the work, and both consumer warp groups share each tile's epilogue. Measured in the
+// tiles lab (H100, 132 SMs, bf16, 2026-12-06 12:03 UTC, tile order 1; each over cuBLAS's plain GEMM),
+// derived from the public and derive shapes: 2048,3072,768's forward (gemm_k 3072; ACT_BIAS relu
+// and silu, ACT_AUX_BIAS gelu_erf and relu) 1.051-1.129 against 1.120-1.303 on the rule's ping-pong
+// 128 x 128 tile; 2048,768,3072's data gradient (DACT gelu_erf, DACT_BGRAD silu and gelu_tanh)
+// 1.042-1.143 against 1.176-1.236 on the cooperative 128 x 128 one. On grids of 192 tiles of
+// 128 x 128, where the 96-column grid is two waves, it was faster on some (768,4096,14336's and
+// 3001,1024,4096's data gradients, 10-18%) and not on others (1536,2048,5632's, within 3% either
+// way), and slower where it makes the grid larger than two waves (2304,1536,6144 and
+// 4096,1024,4096's data gradients, 22-26%), so the rule keeps to the one wave measured. The smaller
+// tiles of small grids come first (forward where gemm_k <= 1024, backward where 128 x 64 tiles are
+// at most one per SM): measured there, they were not compared with this tile at their tile order.
+inline bool grid_fills_the_sms_once_with_96_column_tiles(const GemmCall& call, const DeviceFacts& device) {
+  const int64_t tiles = tile_grid_of(call, tile_shape_of(TileConfig::cooperative_128x96x64_without_source)).tiles();
+  const int64_t sms = int64_t(device.sm_count);
+  const bool square_tiles_leave_sms_idle = 10 * tile_grid_of(call).tiles() < 9 * sms;
+  return call.beta == 0.0f && square_tiles_leave_sms_idle && 10 * tiles >= 9 * sms && tiles <= sms;
+}
+
 // A call whose D, aux or bias TMA cannot move runs on the one direct-store configuration: no rule of
 // size picks among such tiles before the H200 has measured others.
 inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, const DeviceFacts& device,
@@ -279,12 +309,16 @@ inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, con
   }
   switch (family) {
     case KernelFamily::forward_activation_aux: {
+      if (!forward_grid_wants_smaller_tiles(call, device) && grid_fills_the_sms_once_with_96_column_tiles(call, device)) {
+        return TileConfig::cooperative_128x96x64_without_source;
+      }
       const TileConfig tile = forward_tile_for(call, device);
       return call.beta == 0.0f ? without_source_where_there_is_one(tile) : tile;
     }
     case KernelFamily::backward_activation_bgrad:
       if (long_grid_wants_wide_tile(call, device)) return TileConfig::cooperative_256x128x64_cluster_1x2;
       if (backward_grid_wants_smaller_tile(call, device)) return TileConfig::cooperative_128x64x64_without_source;
+      if (grid_fills_the_sms_once_with_96_column_tiles(call, device)) return TileConfig::cooperative_128x96x64_without_source;
       if (tile_grid_of(call).tiles() < 2 * int64_t(device.sm_count)) return TileConfig::cooperative_128x128x64;
       return backward_epilogue_wants_larger_subtile(call) ? TileConfig::pingpong_128x128x64_epilogue_64x64_without_source
                                                           : TileConfig::pingpong_128x128x64;
@@ -392,6 +426,11 @@ inline double last_wave_fill(const TileGrid& grid, int sm_count) {
 //     tile runs (backward_grid_wants_smaller_tile: at most one of its tiles per SM, beta = 0),
 //     cutlass took 0.806-0.975 of cuda's time on geometric mean per shape (2026-12-04 17:40 UTC,
 //     the three derive shapes with such grids): 25 there, whatever the waves.
+//   - where the activation epilogues, forward or backward, run on the cooperative 128 x 96 tile
+//     (grid_fills_the_sms_once_with_96_column_tiles): 25. In the tiles lab of 2026-12-06 (H100)
+//     that tile took 1.04-1.14 of cuBLAS's plain GEMM on the two grids it was derived from, where
+//     the 2026-12-04 20:00 UTC benchmark (H200) had the cuda backend at 1.26-1.46 and cutlass's
+//     128 x 128 tiles at 1.26-1.49.
 //   - the plain epilogues (DEFAULT, BIAS) and the bias gradients of an operand: 1, below every
 //     other device backend.
 // The predicted time of an activation gradient on cutlass over its time on cuda, for a grid of
@@ -431,6 +470,9 @@ inline int auto_priority_for(const GemmCall& call, const DeviceFacts& device,
   const TileGrid grid = tile_grid_of(call);
   const double waves = double(grid.tiles()) / double(std::max(device.sm_count, 1));
   if (waves >= 7.0) return 35;
+  const KernelFamily family =
+      parts.backward() ? KernelFamily::backward_activation_bgrad : KernelFamily::forward_activation_aux;
+  if (tile_config_for(family, call, device) == TileConfig::cooperative_128x96x64_without_source) return 25;
   if (parts.backward()) {
     if (backward_grid_wants_smaller_tile(call, device)) return 25;
     if (waves < 0.5) return 1;
@@ -454,6 +496,7 @@ inline const char* tile_config_name(TileConfig tile) {
     case TileConfig::pingpong_64x128x64_without_source: return "pingpong 64x128x64 cluster 1x1x1 without source";
     case TileConfig::cooperative_128x64x64: return "cooperative 128x64x64 cluster 1x1x1";
     case TileConfig::cooperative_128x64x64_without_source: return "cooperative 128x64x64 cluster 1x1x1 without source";
+    case TileConfig::cooperative_128x96x64_without_source: return "cooperative 128x96x64 cluster 1x1x1 without source";
     case TileConfig::cooperative_256x128x64_cluster_1x2: return "cooperative 256x128x64 cluster 1x2x1";
     case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
       return "cooperative 256x128x64 cluster 1x2x1 without source";
@@ -561,6 +604,8 @@ template <>
 struct ConfigOf<TileConfig::cooperative_128x64x64> : Cooperative<128, 1, 64> {};
 template <>
 struct ConfigOf<TileConfig::cooperative_128x64x64_without_source> : Cooperative<128, 1, 64, /*kReadsSource=*/false> {};
+template <>
+struct ConfigOf<TileConfig::cooperative_128x96x64_without_source> : Cooperative<128, 1, 96, /*kReadsSource=*/false> {};
 template <>
 struct ConfigOf<TileConfig::cooperative_256x128x64_cluster_1x2> : Cooperative<256, 2> {};
 template <>
