@@ -12,6 +12,7 @@
 //   layer level tokens = 11, in_features = 7, out_features = 13
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <cstring>
@@ -904,6 +905,18 @@ TEST(BadInput, NullOutPointersAndNullDescriptionToSetters) {
             EPIGEMM_STATUS_INVALID_VALUE);
   EXPECT_EQ(std::string(epigemm_context_last_error(ctx)).rfind("a [tokens, in_features] tensor spans", 0), 0u)
       << epigemm_context_last_error(ctx);
+  // The queries of one pass check their arguments the same way.
+  EXPECT_EQ(epigemm_linear_fprop_workspace_size(ctx, 1, 1, 1, EPIGEMM_DTYPE_F32, EPIGEMM_MEMORY_HOST, nullptr),
+            EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_TRUE(contains_word(epigemm_context_last_error(ctx), "bytes"));
+  EXPECT_EQ(epigemm_linear_dgrad_workspace_size(ctx, 1, -7, 1, EPIGEMM_DTYPE_F32, EPIGEMM_MEMORY_HOST, &bytes),
+            EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_TRUE(contains_number(epigemm_context_last_error(ctx), -7)) << epigemm_context_last_error(ctx);
+  EXPECT_EQ(epigemm_linear_wgrad_workspace_size(ctx, 4, 4, 4, epigemm_dtype_t(7), EPIGEMM_MEMORY_HOST, 1, &bytes),
+            EPIGEMM_STATUS_INVALID_VALUE);
+  EXPECT_TRUE(contains_word(epigemm_context_last_error(ctx), "dtype")) << epigemm_context_last_error(ctx);
+  EXPECT_EQ(epigemm_linear_wgrad_workspace_size(nullptr, 4, 4, 4, EPIGEMM_DTYPE_F32, EPIGEMM_MEMORY_HOST, 0, &bytes),
+            EPIGEMM_STATUS_INVALID_VALUE);
   epigemm_context_destroy(ctx);
 }
 
@@ -1308,12 +1321,14 @@ TEST(BadInput, InsufficientWorkspaceNamesTheQueryOfTheCallsEntryPoint) {
   epigemm_context_destroy(ctx);
 }
 
-// ---- the layer workspace query covers every activation ------------------------------------------
-// epigemm_linear_workspace_size answers for any one layer call of these sizes: every activation
-// of fprop_act / dgrad_act, with and without the optional operands, the bias and bias gradient in
-// any dtype, on every host backend usable here (auto, reference, cpu). Each call must run with
-// exactly the queried bytes; the queried workspace is the exact end of a larger buffer, so a
-// backend that writes past the bytes it was given is caught too.
+// ---- the layer workspace queries cover every activation ----------------------------------------
+// epigemm_linear_workspace_size answers for any one layer call of these sizes, and
+// epigemm_linear_fprop_workspace_size / _dgrad_ / _wgrad_ for any one call of their pass: every
+// activation of fprop_act / dgrad_act, with and without the optional operands, the bias and bias
+// gradient in any dtype, wgrad with and without accumulate, on every host backend usable here
+// (auto, reference, cpu); the layer's answer is the largest of the passes'. Each call must run
+// with exactly the queried bytes of its pass; the queried workspace is the exact end of a larger
+// buffer, so a backend that writes past the bytes it was given is caught too.
 
 TEST(LinearWorkspace, QueryCoversEveryActivationAndOptionalOperand) {
   epigemm_context_t ctx = nullptr;
@@ -1335,12 +1350,28 @@ TEST(LinearWorkspace, QueryCoversEveryActivationAndOptionalOperand) {
     if (!epigemm_backend_usable(ctx, backend)) continue;
     ASSERT_EQ(epigemm_context_set_backend(ctx, backend), EPIGEMM_STATUS_SUCCESS);
     for (const epigemm_dtype_t dtype : {EPIGEMM_DTYPE_F32, EPIGEMM_DTYPE_BF16}) {
-      size_t bytes = 0;
+      size_t bytes = 0, fprop_bytes = 0, dgrad_bytes = 0, wgrad_bytes[2] = {0, 0};
       ASSERT_EQ(epigemm_linear_workspace_size(ctx, tokens, in, out, dtype, EPIGEMM_MEMORY_HOST, &bytes),
                 EPIGEMM_STATUS_SUCCESS)
           << epigemm_context_last_error(ctx);
-      // The workspace: the queried bytes, then a guard the calls must not touch.
+      ASSERT_EQ(epigemm_linear_fprop_workspace_size(ctx, tokens, in, out, dtype, EPIGEMM_MEMORY_HOST, &fprop_bytes),
+                EPIGEMM_STATUS_SUCCESS)
+          << epigemm_context_last_error(ctx);
+      ASSERT_EQ(epigemm_linear_dgrad_workspace_size(ctx, tokens, in, out, dtype, EPIGEMM_MEMORY_HOST, &dgrad_bytes),
+                EPIGEMM_STATUS_SUCCESS)
+          << epigemm_context_last_error(ctx);
+      for (int accumulate : {0, 1}) {
+        ASSERT_EQ(epigemm_linear_wgrad_workspace_size(ctx, tokens, in, out, dtype, EPIGEMM_MEMORY_HOST, accumulate,
+                                                      &wgrad_bytes[accumulate]),
+                  EPIGEMM_STATUS_SUCCESS)
+            << epigemm_context_last_error(ctx);
+      }
+      // The layer's answer is the largest of the passes'.
+      EXPECT_EQ(bytes, std::max({fprop_bytes, dgrad_bytes, wgrad_bytes[0], wgrad_bytes[1]}));
+      // The workspace: the bytes a query answered, then a guard the calls must not touch. The
+      // forward calls get the forward pass's answer, the data gradients the data gradient's.
       std::vector<unsigned char> workspace(bytes + 64, kGuard);
+      std::vector<unsigned char> fprop_workspace(fprop_bytes + 64, kGuard), dgrad_workspace(dgrad_bytes + 64, kGuard);
       storage.clear();
       // The outputs in fp32 (D may be fp32 for 16-bit inputs), the inputs in `dtype`.
       const epigemm_tensor_t x = tensor(dtype, tokens, in), w = tensor(dtype, out, in);
@@ -1358,7 +1389,7 @@ TEST(LinearWorkspace, QueryCoversEveryActivationAndOptionalOperand) {
             const bool with_pre = variant & 1, with_vector = variant & 2;
             const epigemm_status_t forward = epigemm_linear_fprop_act(
                 ctx, &x, &w, with_vector ? &bias : nullptr, act, with_pre ? &pre_out : nullptr, &y,
-                workspace.data(), bytes, nullptr);
+                fprop_workspace.data(), fprop_bytes, nullptr);
             EXPECT_EQ(forward, EPIGEMM_STATUS_SUCCESS)
                 << "fprop_act pre_act=" << with_pre << " bias=" << with_vector << ": "
                 << epigemm_context_last_error(ctx);
@@ -1366,15 +1397,44 @@ TEST(LinearWorkspace, QueryCoversEveryActivationAndOptionalOperand) {
             if (!with_pre) continue;  // dgrad_act needs pre_act
             const epigemm_status_t backward = epigemm_linear_dgrad_act(
                 ctx, &dy, &w, act, &pre_in, with_vector ? &bias_grad : nullptr, &dx,
-                workspace.data(), bytes, nullptr);
+                dgrad_workspace.data(), dgrad_bytes, nullptr);
             EXPECT_EQ(backward, EPIGEMM_STATUS_SUCCESS)
                 << "dgrad_act bias_grad=" << with_vector << ": " << epigemm_context_last_error(ctx);
             ++calls;
           }
         }
       }
-      for (size_t i = bytes; i < workspace.size(); ++i) {
-        ASSERT_EQ(workspace[i], kGuard) << "written past the queried workspace, at byte " << i;
+      // The weight gradient, with and without its bias gradient (in each dtype) and accumulate, on
+      // the wgrad query's answer for that accumulate; once more with the layer's answer.
+      const epigemm_tensor_t dw = tensor(dtype, out, in);
+      for (const epigemm_dtype_t v : {EPIGEMM_DTYPE_F32, EPIGEMM_DTYPE_F16, EPIGEMM_DTYPE_BF16}) {
+        const epigemm_vector_t out_bias_grad = vector(v, out);
+        for (int accumulate : {0, 1}) {
+          std::vector<unsigned char> wgrad_workspace(wgrad_bytes[accumulate] + 64, kGuard);
+          for (const bool with_vector : {false, true}) {
+            SCOPED_TRACE(std::string(epigemm_backend_name(backend)) + " " + epigemm_dtype_name(dtype) + " wgrad accumulate=" +
+                         std::to_string(accumulate) + " bias_grad " + (with_vector ? epigemm_dtype_name(v) : "none"));
+            EXPECT_EQ(epigemm_linear_wgrad(ctx, &x, &dy, &dw, accumulate, with_vector ? &out_bias_grad : nullptr,
+                                           wgrad_workspace.data(), wgrad_bytes[accumulate], nullptr),
+                      EPIGEMM_STATUS_SUCCESS)
+                << epigemm_context_last_error(ctx);
+            EXPECT_EQ(epigemm_linear_wgrad(ctx, &x, &dy, &dw, accumulate, with_vector ? &out_bias_grad : nullptr,
+                                           workspace.data(), bytes, nullptr),
+                      EPIGEMM_STATUS_SUCCESS)
+                << epigemm_context_last_error(ctx);
+            calls += 2;
+          }
+          for (size_t i = wgrad_bytes[accumulate]; i < wgrad_workspace.size(); ++i) {
+            ASSERT_EQ(wgrad_workspace[i], kGuard) << "written past the wgrad query's workspace, at byte " << i;
+          }
+        }
+      }
+      for (const auto& [used, given] : {std::pair<const std::vector<unsigned char>*, size_t>{&workspace, bytes},
+                                        {&fprop_workspace, fprop_bytes},
+                                        {&dgrad_workspace, dgrad_bytes}}) {
+        for (size_t i = given; i < used->size(); ++i) {
+          ASSERT_EQ((*used)[i], kGuard) << "written past the queried workspace, at byte " << i;
+        }
       }
     }
   }

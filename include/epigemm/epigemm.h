@@ -364,6 +364,27 @@ epigemm_status_t epigemm_linear_workspace_size(epigemm_context_t ctx, int64_t to
                                                epigemm_dtype_t dtype, epigemm_memory_t memory,
                                                size_t *bytes /* out */);
 
+/* The workspace one call of a single pass may need for tensors of these sizes (any activation, any
+ * bias or bias-gradient dtype): epigemm_linear_fprop and _fprop_act; epigemm_linear_dgrad and
+ * _dgrad_act; epigemm_linear_wgrad with accumulate as given (0 or not). Each is at most
+ * epigemm_linear_workspace_size's answer, which is the largest of them; a caller that never
+ * accumulates a weight gradient (or runs only the forward pass) needs no more than these. */
+EPIGEMM_API
+epigemm_status_t epigemm_linear_fprop_workspace_size(epigemm_context_t ctx, int64_t tokens,
+                                                     int64_t in_features, int64_t out_features,
+                                                     epigemm_dtype_t dtype, epigemm_memory_t memory,
+                                                     size_t *bytes /* out */);
+EPIGEMM_API
+epigemm_status_t epigemm_linear_dgrad_workspace_size(epigemm_context_t ctx, int64_t tokens,
+                                                     int64_t in_features, int64_t out_features,
+                                                     epigemm_dtype_t dtype, epigemm_memory_t memory,
+                                                     size_t *bytes /* out */);
+EPIGEMM_API
+epigemm_status_t epigemm_linear_wgrad_workspace_size(epigemm_context_t ctx, int64_t tokens,
+                                                     int64_t in_features, int64_t out_features,
+                                                     epigemm_dtype_t dtype, epigemm_memory_t memory,
+                                                     int accumulate, size_t *bytes /* out */);
+
 /* Forward: Y = act(X W^T + b).
  *   X [tokens, in] (in), W [out, in] (in), bias [out] (in, optional),
  *   pre_gelu [tokens, out] (out, optional: when given, act = gelu_tanh and pre_gelu = X W^T + b;

@@ -102,6 +102,27 @@ class Handle {
     check(epigemm_linear_workspace_size(ctx_, tokens, in_features, out_features, dtype, memory, &bytes));
     return bytes;
   }
+  // The same for the calls of one pass (docs/conventions.md: without the weight gradient's
+  // accumulate, which the layer's answer covers).
+  size_t linear_fprop_workspace_size(int64_t tokens, int64_t in_features, int64_t out_features,
+                                     epigemm_dtype_t dtype, epigemm_memory_t memory) const {
+    size_t bytes = 0;
+    check(epigemm_linear_fprop_workspace_size(ctx_, tokens, in_features, out_features, dtype, memory, &bytes));
+    return bytes;
+  }
+  size_t linear_dgrad_workspace_size(int64_t tokens, int64_t in_features, int64_t out_features,
+                                     epigemm_dtype_t dtype, epigemm_memory_t memory) const {
+    size_t bytes = 0;
+    check(epigemm_linear_dgrad_workspace_size(ctx_, tokens, in_features, out_features, dtype, memory, &bytes));
+    return bytes;
+  }
+  size_t linear_wgrad_workspace_size(int64_t tokens, int64_t in_features, int64_t out_features,
+                                     epigemm_dtype_t dtype, epigemm_memory_t memory, bool accumulate) const {
+    size_t bytes = 0;
+    check(epigemm_linear_wgrad_workspace_size(ctx_, tokens, in_features, out_features, dtype, memory,
+                                              accumulate ? 1 : 0, &bytes));
+    return bytes;
+  }
 
  private:
   epigemm_context_t ctx_ = nullptr;

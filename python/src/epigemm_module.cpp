@@ -446,20 +446,42 @@ class DeviceGuard {
 };
 #endif
 
-// What epigemm_linear_workspace_size answers depends on these (the context's backend and TF32
-// setting choose among backends); the answer is cached, the query runs a dispatch per epilogue.
+// Which of the layer's workspace queries sizes a call: its pass, and for a weight gradient
+// whether it accumulates (only then may it need an fp32 copy of dW, 4 x out x in bytes on cuda).
+enum class LinearQuery { fprop, dgrad, wgrad, wgrad_accumulate };
+
+epigemm_status_t linear_query_size(LinearQuery query, epigemm_context_t ctx, int64_t tokens, int64_t in_features,
+                                   int64_t out_features, epigemm_dtype_t dtype, epigemm_memory_t memory,
+                                   size_t* bytes) {
+  switch (query) {
+    case LinearQuery::fprop:
+      return epigemm_linear_fprop_workspace_size(ctx, tokens, in_features, out_features, dtype, memory, bytes);
+    case LinearQuery::dgrad:
+      return epigemm_linear_dgrad_workspace_size(ctx, tokens, in_features, out_features, dtype, memory, bytes);
+    case LinearQuery::wgrad:
+      return epigemm_linear_wgrad_workspace_size(ctx, tokens, in_features, out_features, dtype, memory, 0, bytes);
+    case LinearQuery::wgrad_accumulate:
+      return epigemm_linear_wgrad_workspace_size(ctx, tokens, in_features, out_features, dtype, memory, 1, bytes);
+  }
+  return EPIGEMM_STATUS_INVALID_VALUE;
+}
+
+// What a pass's workspace query answers depends on these (the context's backend and TF32 setting
+// choose among backends); the answer is cached, the query runs a dispatch per epilogue.
 struct LinearShapeKey {
+  int query;
   int64_t tokens, in_features, out_features;
   int dtype, memory, backend, allow_tf32;
   bool operator==(const LinearShapeKey& o) const {
-    return tokens == o.tokens && in_features == o.in_features && out_features == o.out_features &&
-           dtype == o.dtype && memory == o.memory && backend == o.backend && allow_tf32 == o.allow_tf32;
+    return query == o.query && tokens == o.tokens && in_features == o.in_features &&
+           out_features == o.out_features && dtype == o.dtype && memory == o.memory && backend == o.backend &&
+           allow_tf32 == o.allow_tf32;
   }
 };
 struct LinearShapeHash {
   size_t operator()(const LinearShapeKey& k) const {
     size_t h = std::hash<int64_t>()(k.tokens);
-    for (int64_t v : {k.in_features, k.out_features, int64_t(k.dtype), int64_t(k.memory),
+    for (int64_t v : {int64_t(k.query), k.in_features, k.out_features, int64_t(k.dtype), int64_t(k.memory),
                       int64_t(k.backend), int64_t(k.allow_tf32)}) {
       h = h * 1000003u ^ std::hash<int64_t>()(v);
     }
@@ -535,7 +557,8 @@ class Context {
     DeviceGuard guard(mem == EPIGEMM_MEMORY_DEVICE ? device_ : -1);
     void* ws = nullptr;
     size_t ws_bytes = 0;
-    if (int status = linear_workspace(X.rows, X.cols, W.rows, X.dtype, mem, stream, workspace, &ws, &ws_bytes)) {
+    if (int status = linear_workspace(LinearQuery::fprop, X.rows, X.cols, W.rows, X.dtype, mem, stream, workspace,
+                                      &ws, &ws_bytes)) {
       return status;
     }
     return run(mem, [&] {
@@ -576,7 +599,8 @@ class Context {
     DeviceGuard guard(mem == EPIGEMM_MEMORY_DEVICE ? device_ : -1);
     void* ws = nullptr;
     size_t ws_bytes = 0;
-    if (int status = linear_workspace(dY.rows, W.cols, dY.cols, dY.dtype, mem, stream, workspace, &ws, &ws_bytes)) {
+    if (int status = linear_workspace(LinearQuery::dgrad, dY.rows, W.cols, dY.cols, dY.dtype, mem, stream, workspace,
+                                      &ws, &ws_bytes)) {
       return status;
     }
     return run(mem, [&] {
@@ -608,7 +632,8 @@ class Context {
     DeviceGuard guard(mem == EPIGEMM_MEMORY_DEVICE ? device_ : -1);
     void* ws = nullptr;
     size_t ws_bytes = 0;
-    if (int status = linear_workspace(X.rows, X.cols, dY.cols, X.dtype, mem, stream, workspace, &ws, &ws_bytes)) {
+    if (int status = linear_workspace(accumulate ? LinearQuery::wgrad_accumulate : LinearQuery::wgrad, X.rows, X.cols,
+                                      dY.cols, X.dtype, mem, stream, workspace, &ws, &ws_bytes)) {
       return status;
     }
     return run(mem, [&] {
@@ -683,7 +708,8 @@ class Context {
     DeviceGuard guard(mem == EPIGEMM_MEMORY_DEVICE ? device_ : -1);
     void* ws = nullptr;
     size_t ws_bytes = 0;
-    if (int status = linear_workspace(X.rows, X.cols, W.rows, X.dtype, mem, stream, workspace, &ws, &ws_bytes)) {
+    if (int status = linear_workspace(LinearQuery::fprop, X.rows, X.cols, W.rows, X.dtype, mem, stream, workspace,
+                                      &ws, &ws_bytes)) {
       throw std::runtime_error("time_c_linear_fprop: no workspace (status " + std::to_string(status) + ")");
     }
     nb::gil_scoped_release release;
@@ -734,18 +760,18 @@ class Context {
     return 0;
   }
 
-  int linear_workspace(int64_t tokens, int64_t in_features, int64_t out_features,
+  int linear_workspace(LinearQuery query, int64_t tokens, int64_t in_features, int64_t out_features,
                        epigemm_dtype_t dtype, epigemm_memory_t memory, uintptr_t stream,
                        nb::handle workspace, void** ws, size_t* ws_bytes) {
-    const LinearShapeKey key{tokens, in_features, out_features, int(dtype), int(memory), backend_,
+    const LinearShapeKey key{int(query), tokens, in_features, out_features, int(dtype), int(memory), backend_,
                              int(allow_tf32_)};
     size_t needed = 0;
     auto found = linear_workspace_bytes_.find(key);
     if (found != linear_workspace_bytes_.end()) {
       needed = found->second;
     } else {
-      if (epigemm_status_t s = epigemm_linear_workspace_size(ctx_, tokens, in_features, out_features,
-                                                             dtype, memory, &needed)) {
+      if (epigemm_status_t s = linear_query_size(query, ctx_, tokens, in_features, out_features, dtype, memory,
+                                                 &needed)) {
         return s;
       }
       if (linear_workspace_bytes_.size() > 4096) linear_workspace_bytes_.clear();

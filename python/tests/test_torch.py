@@ -266,6 +266,34 @@ def test_torch_compile_has_no_graph_break_and_matches(device):
         torch.testing.assert_close(g, p.grad, rtol=tol, atol=tol)
 
 
+def test_one_token_calls_reserve_no_copy_of_the_weight_gradient():
+    """On a GPU each call's workspace is what its pass needs, not the fp32 copy of a 16-bit dW
+    (4 x out x in bytes: 256 MiB for this 8192 x 8192 layer) that only an accumulating weight
+    gradient uses, which the layer's workspace query covers whatever the pass."""
+    cuda_only()
+    n = 8192
+    copy_of_dw = 4 * n * n
+    layer = et.Linear(n, n, device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(1, n, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+
+    def peak_growth(call):
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        kept = call()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - before, kept
+
+    # A training step: dW itself (2 x n x n bytes) is allocated, its fp32 copy must not be.
+    grown, _ = peak_growth(lambda: layer(x).sum().backward())
+    assert grown < 2 * n * n + copy_of_dw // 2, grown
+    # The operations on PyTorch tensors: the forward pass and a data gradient.
+    grown, _ = peak_growth(lambda: epigemm.linear_fprop(x.detach(), layer.weight.detach()))
+    assert grown < copy_of_dw // 2, grown
+    grown, _ = peak_growth(lambda: epigemm.linear_dgrad(torch.ones_like(x), layer.weight.detach()))
+    assert grown < copy_of_dw // 2, grown
+
+
 def test_cuda_graph_captures_a_training_step():
     cuda_only()
     torch.manual_seed(7)

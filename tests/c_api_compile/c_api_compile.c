@@ -183,6 +183,14 @@ int main(void) {
   check_status(ctx, epigemm_linear_workspace_size(ctx, TOKENS, IN, OUT, f32, host, &workspace_bytes),
                "linear_workspace_size");
   check(workspace_bytes == 0, "the reference backend needs no workspace");
+  check_status(ctx, epigemm_linear_fprop_workspace_size(ctx, TOKENS, IN, OUT, f32, host, &workspace_bytes),
+               "linear_fprop_workspace_size");
+  check(workspace_bytes == 0, "the reference backend's forward pass needs no workspace");
+  check_status(ctx, epigemm_linear_dgrad_workspace_size(ctx, TOKENS, IN, OUT, f32, host, &workspace_bytes),
+               "linear_dgrad_workspace_size");
+  check_status(ctx, epigemm_linear_wgrad_workspace_size(ctx, TOKENS, IN, OUT, f32, host, 1, &workspace_bytes),
+               "linear_wgrad_workspace_size");
+  check(workspace_bytes == 0, "the reference backend's accumulating weight gradient needs no workspace");
   check_status(ctx, epigemm_linear_fprop(ctx, &X, &W, &BIAS, &P, &Y, NULL, 0, NULL), "linear_fprop");
   for (t = 0; t < TOKENS; ++t) {
     for (o = 0; o < OUT; ++o) {
