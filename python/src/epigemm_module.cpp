@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "epigemm/epigemm.h"
+#include "linear_workspace_query.hpp"
 
 #ifdef EPIGEMM_PYTHON_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -446,25 +447,8 @@ class DeviceGuard {
 };
 #endif
 
-// Which of the layer's workspace queries sizes a call: its pass, and for a weight gradient
-// whether it accumulates (only then may it need an fp32 copy of dW, 4 x out x in bytes on cuda).
-enum class LinearQuery { fprop, dgrad, wgrad, wgrad_accumulate };
-
-epigemm_status_t linear_query_size(LinearQuery query, epigemm_context_t ctx, int64_t tokens, int64_t in_features,
-                                   int64_t out_features, epigemm_dtype_t dtype, epigemm_memory_t memory,
-                                   size_t* bytes) {
-  switch (query) {
-    case LinearQuery::fprop:
-      return epigemm_linear_fprop_workspace_size(ctx, tokens, in_features, out_features, dtype, memory, bytes);
-    case LinearQuery::dgrad:
-      return epigemm_linear_dgrad_workspace_size(ctx, tokens, in_features, out_features, dtype, memory, bytes);
-    case LinearQuery::wgrad:
-      return epigemm_linear_wgrad_workspace_size(ctx, tokens, in_features, out_features, dtype, memory, 0, bytes);
-    case LinearQuery::wgrad_accumulate:
-      return epigemm_linear_wgrad_workspace_size(ctx, tokens, in_features, out_features, dtype, memory, 1, bytes);
-  }
-  return EPIGEMM_STATUS_INVALID_VALUE;
-}
+using epigemm_python::LinearQuery;
+using epigemm_python::linear_query_size;
 
 // What a pass's workspace query answers depends on these (the context's backend and TF32 setting
 // choose among backends); the answer is cached, the query runs a dispatch per epilogue.

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "epigemm/epigemm.h"
+#include "linear_workspace_query.hpp"
 
 namespace {
 
@@ -117,27 +118,13 @@ struct CallSite {
   size_t workspace_bytes = 0;
 };
 
-// The layer pass a call runs: which workspace query sizes it (the operators never accumulate a
-// weight gradient, so none of them needs epigemm_linear_workspace_size's fp32 copy of dW).
-enum class LayerPass { fprop, dgrad, wgrad };
+// The operators never accumulate a weight gradient: their wgrad calls are sized by LinearQuery::wgrad.
+using epigemm_python::LinearQuery;
+using epigemm_python::linear_query_size;
 
-epigemm_status_t pass_workspace_size(LayerPass pass, epigemm_context_t ctx, int64_t tokens, int64_t in_features,
-                                     int64_t out_features, epigemm_dtype_t dtype, epigemm_memory_t memory,
-                                     size_t* bytes) {
-  switch (pass) {
-    case LayerPass::fprop:
-      return epigemm_linear_fprop_workspace_size(ctx, tokens, in_features, out_features, dtype, memory, bytes);
-    case LayerPass::dgrad:
-      return epigemm_linear_dgrad_workspace_size(ctx, tokens, in_features, out_features, dtype, memory, bytes);
-    case LayerPass::wgrad:
-      return epigemm_linear_wgrad_workspace_size(ctx, tokens, in_features, out_features, dtype, memory,
-                                                 /*accumulate=*/0, bytes);
-  }
-  return EPIGEMM_STATUS_INVALID_VALUE;
-}
-
-CallSite call_site(LayerPass pass, const at::Tensor& like, int64_t tokens, int64_t in_features, int64_t out_features,
-                   epigemm_backend_t backend = EPIGEMM_BACKEND_AUTO, bool allow_tf32 = false) {
+CallSite call_site(LinearQuery pass, const at::Tensor& like, int64_t tokens, int64_t in_features,
+                   int64_t out_features, epigemm_backend_t backend = EPIGEMM_BACKEND_AUTO,
+                   bool allow_tf32 = false) {
   ThreadState& state = thread_state();
   const int device = like.is_cuda() ? like.get_device() : -1;
   std::unique_ptr<ThreadState::Context>& context = state.contexts[device];
@@ -171,7 +158,7 @@ CallSite call_site(LayerPass pass, const at::Tensor& like, int64_t tokens, int64
   auto known = state.workspace_sizes.find(size_key);
   if (known == state.workspace_sizes.end()) {
     size_t asked = 0;
-    TORCH_CHECK(pass_workspace_size(pass, site.ctx, tokens, in_features, out_features, dtype, memory_of(like),
+    TORCH_CHECK(linear_query_size(pass, site.ctx, tokens, in_features, out_features, dtype, memory_of(like),
                                     &asked) == EPIGEMM_STATUS_SUCCESS,
                 "epigemm: ", epigemm_context_last_error(site.ctx));
     known = state.workspace_sizes.emplace(size_key, asked).first;
@@ -212,7 +199,7 @@ at::Tensor forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b
                    const at::Tensor& y_out = at::Tensor()) {
   const int64_t tokens = x.size(0), in_features = x.size(1), out_features = w.size(0);
   at::Tensor y = y_out.defined() ? y_out : at::empty({tokens, out_features}, x.options());
-  const CallSite site = call_site(LayerPass::fprop, x, tokens, in_features, out_features, backend, allow_tf32);
+  const CallSite site = call_site(LinearQuery::fprop, x, tokens, in_features, out_features, backend, allow_tf32);
   const epigemm_tensor_t X = rows_of(x, "x"), W = rows_of(w, "weight"), Y = rows_of(y, "y");
   epigemm_vector_t B{};
   epigemm_tensor_t P{};
@@ -230,7 +217,7 @@ at::Tensor data_gradient(const at::Tensor& dy, const at::Tensor& w, const at::Te
                          const at::Tensor& bias_grad) {
   const int64_t tokens = dy.size(0), in_features = w.size(1), out_features = w.size(0);
   at::Tensor dx = at::empty({tokens, in_features}, dy.options());
-  const CallSite site = call_site(LayerPass::dgrad, dy, tokens, in_features, out_features);
+  const CallSite site = call_site(LinearQuery::dgrad, dy, tokens, in_features, out_features);
   const epigemm_tensor_t DY = rows_of(dy, "dy"), W = rows_of(w, "weight"), DX = rows_of(dx, "dx");
   if (pre.defined()) {
     const epigemm_tensor_t P = rows_of(pre, "pre-activation");
@@ -253,7 +240,7 @@ at::Tensor weight_gradient(const at::Tensor& x, const at::Tensor& dy, const at::
                            const at::Tensor& dw_out = at::Tensor()) {
   const int64_t tokens = x.size(0), in_features = x.size(1), out_features = dy.size(1);
   at::Tensor dw = dw_out.defined() ? dw_out : at::empty({out_features, in_features}, x.options());
-  const CallSite site = call_site(LayerPass::wgrad, x, tokens, in_features, out_features);
+  const CallSite site = call_site(LinearQuery::wgrad, x, tokens, in_features, out_features);
   const epigemm_tensor_t X = rows_of(x, "x"), DY = rows_of(dy, "dy"), DW = rows_of(dw, "dw");
   epigemm_vector_t BG{};
   check_status(epigemm_linear_wgrad(site.ctx, &X, &DY, &DW, 0, vector_or_null(bias_grad, "bias_grad", &BG),
