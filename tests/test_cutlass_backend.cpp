@@ -513,9 +513,9 @@ TEST(CutlassSupport, ScheduledGridRoundsToClustersThenToTheSwizzle) {
 // silu and the GELUs where gemm_k <= 1024, whatever the grid; for the backward ones ping-pong from
 // two waves of tiles on (264 on the H200), with the same subtile without a source where beta = 0
 // and gemm_k <= 1024 for silu and the GELUs, cooperative below two waves; both on the cooperative
-// 128 x 96 tile where its tiles fill 90-100% of the SMs once and 128 x 128 ones under 90% (beta =
-// 0, after the smaller tiles of small grids). Each choice is a configuration its family
-// instantiates.
+// 128 x 96 tile where its tiles fill 90-100% of the SMs once, 128 x 128 ones 70-90% and gemm_k >=
+// 3072 (beta = 0, after the smaller tiles of small grids). Each choice is a configuration its
+// family instantiates.
 TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
   namespace cb = epigemm::cutlass_backend;
   const cb::DeviceFacts h200{0, 132};
@@ -561,19 +561,26 @@ TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 768, 1000, 3072), bwd_narrow);  // 1000,768,3072: 96
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 66, 128), bwd_narrow);    // 132 tiles of 128 x 64
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 66, 128 + 8), coop);      // 198 of them
-  // Where 128 x 128 tiles fill under 90% of the SMs and 128 x 96 ones 90-100% (beta = 0), the
-  // cooperative 128 x 96 tile without a source, in both families; the smaller tiles above first.
+  // Where 128 x 128 tiles fill 70-90% of the SMs, 128 x 96 ones 90-100% and gemm_k >= 3072 (beta =
+  // 0), the cooperative 128 x 96 tile without a source, in both families; the smaller tiles above
+  // first.
   const cb::TileConfig coop96 = cb::TileConfig::cooperative_128x96x64_without_source;
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 768, 2048, 3072), coop96);   // 2048,768,3072: 96 -> 132
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 768, 2048, 50257), coop96);  // 2048,768,50257
   EXPECT_EQ(config(KernelFamily::forward_activation_aux, 768, 2048, 3072), coop96);      // 2048,3072,768's forward
   EXPECT_EQ(config(KernelFamily::forward_activation_aux, 4096, 384, 14336), coop96);     // 384,14336,4096's: 128
-  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 7, 96 * 17), coop96);     // 119 tiles of 128 x 96
-  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 7, 96 * 17), coop96);
-  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 2, 96 * 59), fwd_pingpong);  // 118 of them
-  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 7, 96 * 19), fwd_pingpong);  // 133
-  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 7, 96 * 19), coop);
-  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 66, 136), fwd_pingpong);  // 132 tiles of 128 x 128
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 768, 2048, 3064), fwd_pingpong);  // gemm_k under 3072
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 768, 2048, 3064), coop);
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 768, 2048, 64), coop);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 384, 128 * 31, 3072), coop96);  // 93 tiles -> 126
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 384, 128 * 31, 3072), coop96);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 512, 128 * 23, 3072), fwd_pingpong);  // 92 -> 124
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 512, 128 * 23, 3072), coop);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 7680, 128, 3072), fwd_pingpong);  // 60 -> 120: padding
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 12, 96 * 11, 3072), coop96);  // 108 -> 132
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 7, 96 * 19, 3072), fwd_pingpong);  // 105 -> 133
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 7, 96 * 19, 3072), coop);
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 66, 136, 3072), fwd_pingpong);  // 132 of 128 x 128
   EXPECT_EQ(config(KernelFamily::forward_activation_aux, 768, 2048, 1024), short_pingpong);  // gemm_k <= 1024
   EXPECT_EQ(config(KernelFamily::linear_combination_bias, 768, 2048, 3072), coop);
   for (KernelFamily family : {KernelFamily::forward_activation_aux, KernelFamily::backward_activation_bgrad}) {
@@ -730,6 +737,10 @@ TEST(CutlassSupport, AutoPriorityDependsOnTheEpilogueAndTheWaves) {
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_GELU_ERF, 768, 2048, 3072), 25);  // 96 tiles
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_ERF, 768, 2048, 3072), 25);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT, gelu, 4096, 384, 14336), 25);
+  // Outside the tile's bounds the rules before it: a short gemm_k (the time model: 1), a 128 x 128
+  // grid under 70% of the SMs (the forward pass below 0.75 waves: 1).
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 768, 2048, 64), 1);
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_ERF, 7680, 128, 3072), 1);
   {
     epigemm::GemmCall accumulate =
         host_probe_call(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_ERF, T, N, 768, 2048, 3072);

@@ -102,8 +102,8 @@ class Handle {
     check(epigemm_linear_workspace_size(ctx_, tokens, in_features, out_features, dtype, memory, &bytes));
     return bytes;
   }
-  // The same for the calls of one pass (docs/conventions.md: without the weight gradient's
-  // accumulate, which the layer's answer covers).
+  // The same for the calls of one pass, the weight gradient's with accumulate as given (the layer's
+  // answer is the largest of them; docs/conventions.md).
   size_t linear_fprop_workspace_size(int64_t tokens, int64_t in_features, int64_t out_features,
                                      epigemm_dtype_t dtype, epigemm_memory_t memory) const {
     size_t bytes = 0;

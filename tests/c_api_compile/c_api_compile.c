@@ -188,6 +188,7 @@ int main(void) {
   check(workspace_bytes == 0, "the reference backend's forward pass needs no workspace");
   check_status(ctx, epigemm_linear_dgrad_workspace_size(ctx, TOKENS, IN, OUT, f32, host, &workspace_bytes),
                "linear_dgrad_workspace_size");
+  check(workspace_bytes == 0, "the reference backend's data gradient needs no workspace");
   check_status(ctx, epigemm_linear_wgrad_workspace_size(ctx, TOKENS, IN, OUT, f32, host, 1, &workspace_bytes),
                "linear_wgrad_workspace_size");
   check(workspace_bytes == 0, "the reference backend's accumulating weight gradient needs no workspace");

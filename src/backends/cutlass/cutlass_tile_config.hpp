@@ -105,7 +105,8 @@ inline TileGrid tile_grid_of(const GemmCall& call) { return tile_grid_of(call, T
 // (2 x the SM count), cooperative below, on the 128 x 64 tile without a source where those tiles
 // are at most one per SM and beta is 0 (backward_grid_wants_smaller_tile); both, where beta is 0
 // and neither of those smaller tiles applies, on the cooperative 128 x 96 tile without a source
-// where its tiles fill 90-100% of the SMs once (grid_fills_the_sms_once_with_96_column_tiles). The forward ones on
+// where its tiles fill 90-100% of the SMs once, 128 x 128 ones 70-90%, with gemm_k >= 3072
+// (grid_fills_the_sms_once_with_96_column_tiles). The forward ones on
 // the 256 x 128 and ping-pong 128 x 128 tiles run those tiles' kernels without a source where
 // beta is 0 (every layer-level call).
 //
@@ -274,9 +275,9 @@ inline bool backward_grid_wants_smaller_tile(const GemmCall& call, const DeviceF
   return call.beta == 0.0f && narrow_tiles_at_most_one_per_sm(call, device);
 }
 
-// Why the cooperative 128 x 96 tile without a source where its tiles fill 90-100% of the SMs once
-// and 128 x 128 tiles fewer than 90% (docs/dev/cutlass_backend.md, "A tile of 96 columns for grids
-// just under one wave"): there the
+// Why the cooperative 128 x 96 tile without a source where its tiles fill 90-100% of the SMs once,
+// 128 x 128 tiles 70-90% of them, and gemm_k is at least 3072 (docs/dev/cutlass_backend.md, "A tile
+// of 96 columns for grids just under one wave"): there the
 // 128 x 128 grid is about three quarters of a wave (96 tiles of 768 x 2048 on 132 SMs), so a
 // quarter of the SMs idle for the whole call and the other three quarters each run one tile, its
 // main loop and then its epilogue; tiles of 96 columns run on every SM (132), each with three
@@ -287,16 +288,23 @@ inline bool backward_grid_wants_smaller_tile(const GemmCall& call, const DeviceF
 // 128 x 128 tile; 2048,768,3072's data gradient (DACT gelu_erf, DACT_BGRAD silu and gelu_tanh)
 // 1.042-1.143 against 1.176-1.236 on the cooperative 128 x 128 one. On grids of 192 tiles of
 // 128 x 128, where the 96-column grid is two waves, it was faster on some (768,4096,14336's and
-// 3001,1024,4096's data gradients, 10-18%) and not on others (1536,2048,5632's, within 3% either
-// way), and slower where it makes the grid larger than two waves (2304,1536,6144 and
-// 4096,1024,4096's data gradients, 22-26%), so the rule keeps to the one wave measured. The smaller
-// tiles of small grids come first (forward where gemm_k <= 1024, backward where 128 x 64 tiles are
-// at most one per SM): measured there, they were not compared with this tile at their tile order.
+// 3001,1024,4096's data gradients, 10-18%) and not on others (1536,2048,5632's, -1% to +4%), and
+// slower where it makes the grid larger than two waves (2304,1536,6144 and 4096,1024,4096's data
+// gradients, 21-32%), so the rule keeps to the one wave measured: 128 x 128 grids of 70-90% of the
+// SMs (96 tiles of 132 measured; a smaller grid would pad more of its 96-column tiles) and gemm_k
+// from 3072 (3072, 14336 and 50257 measured; a shorter main loop weighs the epilogue more). The
+// smaller tiles of small grids come first (forward where gemm_k <= 1024, backward where 128 x 64
+// tiles are at most one per SM): measured there, they were not compared with this tile at their
+// tile order.
 inline bool grid_fills_the_sms_once_with_96_column_tiles(const GemmCall& call, const DeviceFacts& device) {
+  constexpr int64_t kShortestMeasuredK = 3072;
   const int64_t tiles = tile_grid_of(call, tile_shape_of(TileConfig::cooperative_128x96x64_without_source)).tiles();
+  const int64_t square_tiles = tile_grid_of(call).tiles();
   const int64_t sms = int64_t(device.sm_count);
-  const bool square_tiles_leave_sms_idle = 10 * tile_grid_of(call).tiles() < 9 * sms;
-  return call.beta == 0.0f && square_tiles_leave_sms_idle && 10 * tiles >= 9 * sms && tiles <= sms;
+  // 128 x 128 tiles on 70-90% of the SMs (the measured grids: 96 of 132), 128 x 96 ones on 90-100%.
+  const bool square_tiles_leave_a_tenth_idle = 10 * square_tiles >= 7 * sms && 10 * square_tiles < 9 * sms;
+  return call.beta == 0.0f && call.gemm_k >= kShortestMeasuredK && square_tiles_leave_a_tenth_idle &&
+         10 * tiles >= 9 * sms && tiles <= sms;
 }
 
 // A call whose D, aux or bias TMA cannot move runs on the one direct-store configuration: no rule of
