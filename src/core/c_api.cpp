@@ -351,6 +351,112 @@ Status linear_dgrad(Context& context, const epigemm_tensor_t* dY, const epigemm_
   return context.execute(call);
 }
 
+// Which calls a linear-layer workspace query covers: the passes, and for the weight gradient
+// whether without and / or with accumulate (beta = 1).
+struct LinearCallsAsked {
+  bool fprop, dgrad, wgrad_plain, wgrad_accumulate;
+};
+
+// The workspace the largest of the asked linear-layer calls may need for tensors of these sizes:
+// every epilogue each asked pass can carry, with every activation and the bias / bias gradient in
+// each dtype a caller may declare for it.
+Status linear_workspace_bytes(Context& context, const LinearCallsAsked& asked, int64_t tokens,
+                              int64_t in_features, int64_t out_features, epigemm_dtype_t dtype,
+                              epigemm_memory_t memory, size_t* bytes) {
+  if (bytes == nullptr) return epigemm::invalid("bytes is NULL; expected a pointer to write to");
+  if (tokens < 0 || in_features < 0 || out_features < 0) {
+    return epigemm::invalid("tokens / in_features / out_features are ", tokens, " / ",
+                            in_features, " / ", out_features, "; expected values >= 0");
+  }
+  // The arguments by their own names (the tensors below are this function's, not the caller's).
+  if (!epigemm::dtype_valid(dtype)) {
+    return epigemm::invalid("dtype is ", int(dtype), "; expected f32 (0), f16 (1) or bf16 (2)");
+  }
+  if (memory != EPIGEMM_MEMORY_HOST && memory != EPIGEMM_MEMORY_DEVICE) {
+    return epigemm::invalid("memory is ", int(memory), "; expected host (0) or device (1)");
+  }
+  const struct {
+    const char* name;
+    int64_t rows, cols;
+    const char* cols_name;
+  } layer_tensors[] = {{"a [tokens, in_features] tensor", tokens, in_features, "in_features"},
+                       {"a [tokens, out_features] tensor", tokens, out_features, "out_features"},
+                       {"an [out_features, in_features] tensor", out_features, in_features, "in_features"}};
+  for (const auto& t : layer_tensors) {
+    EPIGEMM_RETURN_IF_ERROR(
+        epigemm::check_span(t.name, t.cols, t.rows, std::max<int64_t>(t.cols, 1), t.cols_name, dtype));
+  }
+  // Distinct, aligned, never dereferenced addresses: only the sizes matter here.
+  auto fake = [](int slot) { return reinterpret_cast<void*>(uintptr_t(slot + 1) << 44); };
+  auto tensor = [&](int slot, int64_t rows, int64_t cols) {
+    return epigemm_tensor_t{fake(slot), dtype, rows, cols, std::max<int64_t>(cols, 1), memory};
+  };
+  const epigemm_tensor_t x = tensor(0, tokens, in_features), w = tensor(1, out_features, in_features);
+  const epigemm_tensor_t y = tensor(2, tokens, out_features), dy = tensor(3, tokens, out_features);
+  const epigemm_tensor_t dx = tensor(4, tokens, in_features), dw = tensor(5, out_features, in_features);
+  const epigemm_tensor_t pre_out = tensor(6, tokens, out_features), pre_in = tensor(7, tokens, in_features);
+  // Every epilogue each pass can carry, with every activation and the bias / bias gradient in
+  // each dtype a caller may declare for it (independent of the tensors' dtype, e.g. fp32 bias
+  // gradients of a bf16 layer): which backend auto picks, and what it needs, can depend on all.
+  struct Case {
+    epigemm::LayerPass pass;
+    epigemm::LayerTensors tensors;
+    std::vector<epigemm_epilogue_t> epilogues;
+  };
+  const Case cases[] = {
+      {epigemm::LayerPass::fprop, {&x, &w, nullptr, &y, nullptr, nullptr, &pre_out},
+       {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_BIAS, EPIGEMM_EPILOGUE_ACT, EPIGEMM_EPILOGUE_ACT_BIAS,
+        EPIGEMM_EPILOGUE_ACT_AUX, EPIGEMM_EPILOGUE_ACT_AUX_BIAS}},
+      {epigemm::LayerPass::dgrad, {nullptr, &w, &dy, nullptr, &dx, nullptr, &pre_in},
+       {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_DACT, EPIGEMM_EPILOGUE_DACT_BGRAD}},
+      {epigemm::LayerPass::wgrad, {&x, nullptr, &dy, nullptr, nullptr, &dw, nullptr},
+       {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_BGRADB}},
+  };
+  // The weight gradient also with accumulate (beta = 1), which a backend may serve otherwise (the
+  // cuda backend rounds a 16-bit dW once through its fp32 intermediate: 4 x out x in bytes).
+  auto is_asked = [&](epigemm::LayerPass pass, float beta) {
+    switch (pass) {
+      case epigemm::LayerPass::fprop: return asked.fprop && beta == 0.0f;
+      case epigemm::LayerPass::dgrad: return asked.dgrad && beta == 0.0f;
+      case epigemm::LayerPass::wgrad: return beta == 0.0f ? asked.wgrad_plain : asked.wgrad_accumulate;
+    }
+    return false;
+  };
+  size_t most = 0;
+  for (const Case& c : cases) {
+    for (const epigemm_epilogue_t epilogue : c.epilogues) {
+      for (int activation = 0; epigemm::activation_value_valid(epigemm_activation_t(activation)); ++activation) {
+        for (const epigemm_dtype_t vector_dtype : {EPIGEMM_DTYPE_F32, EPIGEMM_DTYPE_F16, EPIGEMM_DTYPE_BF16}) {
+          for (const float beta : {0.0f, 1.0f}) {
+            if (!is_asked(c.pass, beta)) continue;
+            GemmCall call;
+            EPIGEMM_RETURN_IF_ERROR(epigemm::map_layer_to_gemm(c.pass, c.tensors, &call));
+            epigemm::apply_context_defaults(context, &call);
+            call.beta = beta;
+            call.epilogue = epilogue;
+            call.activation = epigemm_activation_t(activation);
+            const epigemm::EpilogueParts parts = call.parts();
+            call.has_aux = parts.uses_aux();
+            call.has_bias = parts.reads_bias();
+            call.has_bias_grad = parts.writes_bias_grad();
+            const epigemm_vector_t vec{fake(8), vector_dtype, call.bias_grad_length(), memory};
+            call.bias = call.bias_grad = epigemm::to_vector(vec);
+            // A requested backend that declines one of these calls needs no workspace for it:
+            // that call will itself answer NOT_SUPPORTED.
+            size_t needed = 0;
+            const Status sized = context.workspace_bytes(call, &needed);
+            if (sized.code() == EPIGEMM_STATUS_NOT_SUPPORTED && call.backend != EPIGEMM_BACKEND_AUTO) continue;
+            EPIGEMM_RETURN_IF_ERROR(sized);
+            most = std::max(most, needed);
+          }
+        }
+      }
+    }
+  }
+  *bytes = most;
+  return Status();
+}
+
 }  // namespace
 }  // namespace epigemm
 
@@ -564,123 +670,13 @@ epigemm_status_t epigemm_classic_gemm(epigemm_context_t ctx, const epigemm_matri
   });
 }
 
-namespace {
-
-// Which calls a linear-layer workspace query covers: the passes, and for the weight gradient
-// whether without and / or with accumulate (beta = 1).
-struct LinearCallsAsked {
-  bool fprop, dgrad, wgrad_plain, wgrad_accumulate;
-};
-
-// The workspace the largest of the asked linear-layer calls may need for tensors of these sizes:
-// every epilogue each asked pass can carry, with every activation and the bias / bias gradient in
-// each dtype a caller may declare for it.
-Status linear_workspace_bytes(Context& context, const LinearCallsAsked& asked, int64_t tokens,
-                              int64_t in_features, int64_t out_features, epigemm_dtype_t dtype,
-                              epigemm_memory_t memory, size_t* bytes) {
-  if (bytes == nullptr) return epigemm::invalid("bytes is NULL; expected a pointer to write to");
-  if (tokens < 0 || in_features < 0 || out_features < 0) {
-    return epigemm::invalid("tokens / in_features / out_features are ", tokens, " / ",
-                            in_features, " / ", out_features, "; expected values >= 0");
-  }
-  // The arguments by their own names (the tensors below are this function's, not the caller's).
-  if (!epigemm::dtype_valid(dtype)) {
-    return epigemm::invalid("dtype is ", int(dtype), "; expected f32 (0), f16 (1) or bf16 (2)");
-  }
-  if (memory != EPIGEMM_MEMORY_HOST && memory != EPIGEMM_MEMORY_DEVICE) {
-    return epigemm::invalid("memory is ", int(memory), "; expected host (0) or device (1)");
-  }
-  const struct {
-    const char* name;
-    int64_t rows, cols;
-    const char* cols_name;
-  } layer_tensors[] = {{"a [tokens, in_features] tensor", tokens, in_features, "in_features"},
-                       {"a [tokens, out_features] tensor", tokens, out_features, "out_features"},
-                       {"an [out_features, in_features] tensor", out_features, in_features, "in_features"}};
-  for (const auto& t : layer_tensors) {
-    EPIGEMM_RETURN_IF_ERROR(
-        epigemm::check_span(t.name, t.cols, t.rows, std::max<int64_t>(t.cols, 1), t.cols_name, dtype));
-  }
-  // Distinct, aligned, never dereferenced addresses: only the sizes matter here.
-  auto fake = [](int slot) { return reinterpret_cast<void*>(uintptr_t(slot + 1) << 44); };
-  auto tensor = [&](int slot, int64_t rows, int64_t cols) {
-    return epigemm_tensor_t{fake(slot), dtype, rows, cols, std::max<int64_t>(cols, 1), memory};
-  };
-  const epigemm_tensor_t x = tensor(0, tokens, in_features), w = tensor(1, out_features, in_features);
-  const epigemm_tensor_t y = tensor(2, tokens, out_features), dy = tensor(3, tokens, out_features);
-  const epigemm_tensor_t dx = tensor(4, tokens, in_features), dw = tensor(5, out_features, in_features);
-  const epigemm_tensor_t pre_out = tensor(6, tokens, out_features), pre_in = tensor(7, tokens, in_features);
-  // Every epilogue each pass can carry, with every activation and the bias / bias gradient in
-  // each dtype a caller may declare for it (independent of the tensors' dtype, e.g. fp32 bias
-  // gradients of a bf16 layer): which backend auto picks, and what it needs, can depend on all.
-  struct Case {
-    epigemm::LayerPass pass;
-    epigemm::LayerTensors tensors;
-    std::vector<epigemm_epilogue_t> epilogues;
-  };
-  const Case cases[] = {
-      {epigemm::LayerPass::fprop, {&x, &w, nullptr, &y, nullptr, nullptr, &pre_out},
-       {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_BIAS, EPIGEMM_EPILOGUE_ACT, EPIGEMM_EPILOGUE_ACT_BIAS,
-        EPIGEMM_EPILOGUE_ACT_AUX, EPIGEMM_EPILOGUE_ACT_AUX_BIAS}},
-      {epigemm::LayerPass::dgrad, {nullptr, &w, &dy, nullptr, &dx, nullptr, &pre_in},
-       {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_DACT, EPIGEMM_EPILOGUE_DACT_BGRAD}},
-      {epigemm::LayerPass::wgrad, {&x, nullptr, &dy, nullptr, nullptr, &dw, nullptr},
-       {EPIGEMM_EPILOGUE_DEFAULT, EPIGEMM_EPILOGUE_BGRADB}},
-  };
-  // The weight gradient also with accumulate (beta = 1), which a backend may serve otherwise (the
-  // cuda backend rounds a 16-bit dW once through its fp32 intermediate: 4 x out x in bytes).
-  auto is_asked = [&](epigemm::LayerPass pass, float beta) {
-    switch (pass) {
-      case epigemm::LayerPass::fprop: return asked.fprop && beta == 0.0f;
-      case epigemm::LayerPass::dgrad: return asked.dgrad && beta == 0.0f;
-      case epigemm::LayerPass::wgrad: return beta == 0.0f ? asked.wgrad_plain : asked.wgrad_accumulate;
-    }
-    return false;
-  };
-  size_t most = 0;
-  for (const Case& c : cases) {
-    for (const epigemm_epilogue_t epilogue : c.epilogues) {
-      for (int activation = 0; epigemm::activation_value_valid(epigemm_activation_t(activation)); ++activation) {
-        for (const epigemm_dtype_t vector_dtype : {EPIGEMM_DTYPE_F32, EPIGEMM_DTYPE_F16, EPIGEMM_DTYPE_BF16}) {
-          for (const float beta : {0.0f, 1.0f}) {
-            if (!is_asked(c.pass, beta)) continue;
-            GemmCall call;
-            EPIGEMM_RETURN_IF_ERROR(epigemm::map_layer_to_gemm(c.pass, c.tensors, &call));
-            epigemm::apply_context_defaults(context, &call);
-            call.beta = beta;
-            call.epilogue = epilogue;
-            call.activation = epigemm_activation_t(activation);
-            const epigemm::EpilogueParts parts = call.parts();
-            call.has_aux = parts.uses_aux();
-            call.has_bias = parts.reads_bias();
-            call.has_bias_grad = parts.writes_bias_grad();
-            const epigemm_vector_t vec{fake(8), vector_dtype, call.bias_grad_length(), memory};
-            call.bias = call.bias_grad = epigemm::to_vector(vec);
-            // A requested backend that declines one of these calls needs no workspace for it:
-            // that call will itself answer NOT_SUPPORTED.
-            size_t needed = 0;
-            const Status sized = context.workspace_bytes(call, &needed);
-            if (sized.code() == EPIGEMM_STATUS_NOT_SUPPORTED && call.backend != EPIGEMM_BACKEND_AUTO) continue;
-            EPIGEMM_RETURN_IF_ERROR(sized);
-            most = std::max(most, needed);
-          }
-        }
-      }
-    }
-  }
-  *bytes = most;
-  return Status();
-}
-
-}  // namespace
-
 epigemm_status_t epigemm_linear_workspace_size(epigemm_context_t ctx, int64_t tokens,
                                                int64_t in_features, int64_t out_features,
                                                epigemm_dtype_t dtype, epigemm_memory_t memory,
                                                size_t* bytes) {
   return epigemm::guarded(ctx, [&](Context& context) -> Status {
-    return linear_workspace_bytes(context, {true, true, true, true}, tokens, in_features, out_features, dtype,
-                                  memory, bytes);
+    return epigemm::linear_workspace_bytes(context, {true, true, true, true}, tokens, in_features,
+                                           out_features, dtype, memory, bytes);
   });
 }
 
@@ -689,8 +685,8 @@ epigemm_status_t epigemm_linear_fprop_workspace_size(epigemm_context_t ctx, int6
                                                      epigemm_dtype_t dtype, epigemm_memory_t memory,
                                                      size_t* bytes) {
   return epigemm::guarded(ctx, [&](Context& context) -> Status {
-    return linear_workspace_bytes(context, {true, false, false, false}, tokens, in_features, out_features, dtype,
-                                  memory, bytes);
+    return epigemm::linear_workspace_bytes(context, {true, false, false, false}, tokens, in_features,
+                                           out_features, dtype, memory, bytes);
   });
 }
 
@@ -699,8 +695,8 @@ epigemm_status_t epigemm_linear_dgrad_workspace_size(epigemm_context_t ctx, int6
                                                      epigemm_dtype_t dtype, epigemm_memory_t memory,
                                                      size_t* bytes) {
   return epigemm::guarded(ctx, [&](Context& context) -> Status {
-    return linear_workspace_bytes(context, {false, true, false, false}, tokens, in_features, out_features, dtype,
-                                  memory, bytes);
+    return epigemm::linear_workspace_bytes(context, {false, true, false, false}, tokens, in_features,
+                                           out_features, dtype, memory, bytes);
   });
 }
 
@@ -709,8 +705,8 @@ epigemm_status_t epigemm_linear_wgrad_workspace_size(epigemm_context_t ctx, int6
                                                      epigemm_dtype_t dtype, epigemm_memory_t memory,
                                                      int accumulate, size_t* bytes) {
   return epigemm::guarded(ctx, [&](Context& context) -> Status {
-    return linear_workspace_bytes(context, {false, false, accumulate == 0, accumulate != 0}, tokens, in_features,
-                                  out_features, dtype, memory, bytes);
+    return epigemm::linear_workspace_bytes(context, {false, false, accumulate == 0, accumulate != 0}, tokens,
+                                           in_features, out_features, dtype, memory, bytes);
   });
 }
 
