@@ -310,6 +310,22 @@ def _scalar(value, name):
     return x
 
 
+def _check_gemm_k(A, B, ta, tb):
+    """op(A)'s gemm_k against op(B)'s, before any output is allocated: D is gemm_n x gemm_m, which
+    operands of disagreeing gemm_k can make of any size (A [100000, 8] and B [100000, 4], both
+    transposed the wrong way, ask for 40 GB), and the call is refused anyway. The library's
+    message for the same mismatch (src/core/validate.cpp)."""
+    if len(_shape(A)) != 2 or len(_shape(B)) != 2:
+        return  # the library names the dimensions
+    a_rows, a_cols = _dim(A, 1), _dim(A, 0)  # column-major: the reverse of the row-major shape
+    b_rows, b_cols = _dim(B, 1), _dim(B, 0)
+    gemm_k = a_rows if ta else a_cols
+    b_k = b_cols if tb else b_rows
+    if b_k != gemm_k:
+        raise invalid(f"B has {b_k} {'columns' if tb else 'rows'}; transb = {'T' if tb else 'N'} needs "
+                      f"gemm_k = {gemm_k} (the {'rows' if ta else 'columns'} of A, transa = {'T' if ta else 'N'})")
+
+
 def gemm(A, B, D=None, *, transa=False, transb=False, alpha=1.0, beta=0.0, epilogue="default",
          activation="gelu_tanh", bias=None, aux=None, bias_grad=None, allow_tf32=False,
          backend="auto", stream=None):
@@ -342,6 +358,7 @@ def gemm(A, B, D=None, *, transa=False, transb=False, alpha=1.0, beta=0.0, epilo
     b_rows, b_cols = _dim(B, 1), _dim(B, 0)
     gemm_m = a_cols if ta else a_rows
     gemm_n = b_rows if tb else b_cols
+    _check_gemm_k(A, B, ta, tb)
     if D is None:
         if beta != 0:
             raise invalid(f"beta is {beta} without D; expected D to read (or beta = 0)")

@@ -297,6 +297,28 @@ def test_wrong_shapes_raise_the_library_message():
                                               activation="gelu_tanh", bias_grad=g, out=dX), dX, g)
 
 
+def test_gemm_k_mismatch_is_refused_before_outputs_are_allocated():
+    """D is gemm_n x gemm_m whatever gemm_k is: operands whose gemm_k disagree are refused with
+    the library's message before D, aux or bias_grad is allocated. Here D would be 2^31 x 2^31
+    (A and B hold no memory: a shape with no elements and a broadcast view)."""
+    A = np.empty((2 ** 31, 0), np.float32)  # transa = T: gemm_m = 2^31, gemm_k = 0
+    B = np.broadcast_to(np.float32(0), (2 ** 31, 1))  # transb = N: gemm_k = 1, gemm_n = 2^31
+    for epilogue in ("default", "gelu_aux", "bgradb"):
+        expect_error(epigemm.InvalidValueError,
+                     r"^B has 1 rows; transb = N needs gemm_k = 0 \(the rows of A, transa = T\)$",
+                     lambda: epigemm.gemm(A, B, transa=True, epilogue=epilogue))
+    A, D = np.ones((3, 4), np.float32), sentinel((5, 3))
+    expect_error(epigemm.InvalidValueError,
+                 r"^B has 2 rows; transb = N needs gemm_k = 3 \(the columns of A, transa = N\)$",
+                 lambda: epigemm.gemm(A, np.ones((5, 2), np.float32), D), D)
+    expect_error(epigemm.InvalidValueError,
+                 r"^B has 2 columns; transb = T needs gemm_k = 4 \(the rows of A, transa = T\)$",
+                 lambda: epigemm.gemm(A, np.ones((2, 5), np.float32), transa=True, transb=True))
+    # An operand that is not 2-d is left to the extension's own message.
+    expect_error(epigemm.InvalidValueError, r"B has shape \(1, 5, 2\); expected a 2-d array",
+                 lambda: epigemm.gemm(A, np.ones((1, 5, 2), np.float32)))
+
+
 def test_wrong_dtypes():
     X = np.ones((4, 6))  # float64
     W = np.ones((3, 6), np.float32)
