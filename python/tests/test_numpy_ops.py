@@ -319,6 +319,23 @@ def test_gemm_k_mismatch_is_refused_before_outputs_are_allocated():
                  lambda: epigemm.gemm(A, np.ones((1, 5, 2), np.float32)))
 
 
+@pytest.mark.parametrize("transa", [False, True])
+@pytest.mark.parametrize("transb", [False, True])
+def test_gemm_k_message_is_the_library_s(transa, transb, monkeypatch):
+    """The package's early gemm_k check says what the library says of the same operands (its check
+    switched off, the call reaches the library, whose message must be the same)."""
+    from epigemm import _ops
+    A = np.ones((3, 4), np.float32)  # op(A): gemm_k = 3 (transa = N) or 4 (transa = T)
+    B = np.ones((2, 5), np.float32) if transb else np.ones((5, 2), np.float32)  # gemm_k = 2
+    call = lambda: epigemm.gemm(A, B, transa=transa, transb=transb)  # noqa: E731
+    with pytest.raises(epigemm.InvalidValueError) as ours:
+        call()
+    monkeypatch.setattr(_ops, "_check_gemm_k", lambda *args: None)
+    with pytest.raises(epigemm.InvalidValueError) as library:
+        call()
+    assert "needs gemm_k" in str(library.value) and str(ours.value) == str(library.value)
+
+
 def test_wrong_dtypes():
     X = np.ones((4, 6))  # float64
     W = np.ones((3, 6), np.float32)

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Where the time over the plain GEMM goes, from an epigemm_bench_gpu CSV.
+
+Over the epilogue cases (every epilogue but DEFAULT) of the shapes whose rows are 16-byte multiples
+(the set of the benchmark's "rows 16-byte multiples" geometric mean), prints
+  - per pass and activation, each variant's time over the same case's plain GEMM (its case_floor
+    row), geometric mean, with the number of cases;
+  - each part's share of auto's excess by log (sum of log(auto / plain GEMM) over the part's cases
+    over the sum over all cases), by pass, epilogue family, activation, and the GEMM's flop count
+    2 gemm_m gemm_n gemm_k in powers of 4 (2^32 <= flop < 2^34 is "2^32").
+
+    python3 scripts/bench_breakdown.py bench/results/h100-2026-12-06-1513.csv [--variants auto,cutlass,cuda]
+"""
+
+import argparse
+import csv
+import math
+import sys
+from collections import defaultdict
+
+
+def rows_aligned(shape):
+    """Whether a layer's rows are 16-byte multiples in a 16-bit type (as the benchmark's summary
+    decides it: in_features and out_features multiples of 8)."""
+    _, in_features, out_features = map(int, shape.split(","))
+    return (in_features * 2) % 16 == 0 and (out_features * 2) % 16 == 0
+
+
+def load(path):
+    """{(shape, pass, epilogue, variant): ms} and {(shape, pass): (gemm_m, gemm_n, gemm_k)}."""
+    times, dims = {}, {}
+    with open(path) as f:
+        for row in csv.DictReader(line for line in f if not line.startswith("#")):
+            try:
+                dims[(row["shape"], row["pass"])] = (int(row["gemm_m"]), int(row["gemm_n"]), int(row["gemm_k"]))
+                times[(row["shape"], row["pass"], row["epilogue"], row["activation"], row["variant"])] = float(row["ms"])
+            except (ValueError, KeyError, TypeError):
+                continue  # n/a: a declined case
+    return times, dims
+
+
+def ratios(times, variant):
+    """[(shape, pass, epilogue, activation, variant's time / the case's plain GEMM)] over the
+    aligned epilogue cases where both were measured."""
+    out = []
+    for (shape, pass_, epilogue, activation, v), ms in times.items():
+        if v != variant or epilogue in ("-", "DEFAULT") or not rows_aligned(shape):
+            continue
+        floor = times.get((shape, pass_, epilogue, activation, "case_floor"))
+        if floor:
+            out.append((shape, pass_, epilogue, activation, ms / floor))
+    return out
+
+
+def geomean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
+
+
+def flop_bucket(dims):
+    m, n, k = dims
+    return f"2^{int(math.log2(2 * m * n * k)) // 2 * 2}"
+
+
+def breakdown(times, dims, variants):
+    """The two tables as lists of markdown lines."""
+    per = {v: defaultdict(list) for v in variants}
+    for v in variants:
+        for shape, pass_, _, activation, r in ratios(times, v):
+            per[v][(pass_, activation)].append(r)
+    keys = sorted({k for v in variants for k in per[v]})
+    lines = ["| pass | activation | cases | " + " | ".join(variants) + " |",
+             "|---|---|---:|" + "---:|" * len(variants)]
+    for key in keys:
+        cells = [f"{geomean(per[v][key]):.3f}" if per[v][key] else "n/a" for v in variants]
+        lines.append(f"| {key[0]} | {key[1]} | {len(per[variants[0]][key])} | " + " | ".join(cells) + " |")
+
+    auto = ratios(times, "auto")
+    total = sum(math.log(r) for *_, r in auto)
+    parts = defaultdict(list)
+    for shape, pass_, epilogue, activation, r in auto:
+        parts[("pass", pass_)].append(r)
+        parts[("epilogue", epilogue.split("(")[0])].append(r)
+        parts[("activation", activation)].append(r)
+        parts[("flop", flop_bucket(dims[(shape, pass_)]))].append(r)
+    shares = [f"auto over the plain GEMM: {geomean([r for *_, r in auto]):.4f} over {len(auto)} cases",
+              "", "| part | cases | auto / plain GEMM | share of the excess by log |", "|---|---:|---:|---:|"]
+    for (kind, name), values in sorted(parts.items()):
+        share = sum(math.log(v) for v in values) / total if total else math.nan
+        shares.append(f"| {kind} {name} | {len(values)} | {geomean(values):.3f} | {share:.3f} |")
+    return lines, shares
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("csv", help="an epigemm_bench_gpu CSV (or a merged one)")
+    parser.add_argument("--variants", default="auto,cutlass,cuda",
+                        help="the variants of the first table, comma-separated (default auto,cutlass,cuda)")
+    args = parser.parse_args(argv)
+    times, dims = load(args.csv)
+    table, shares = breakdown(times, dims, args.variants.split(","))
+    print("\n".join(table))
+    print()
+    print("\n".join(shares))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
