@@ -13,30 +13,31 @@ Over the epilogue cases (every epilogue but DEFAULT) of the shapes whose rows ar
 """
 
 import argparse
-import csv
 import math
+import os
 import sys
 from collections import defaultdict
 
-
-def rows_aligned(shape):
-    """Whether a layer's rows are 16-byte multiples in a 16-bit type (as the benchmark's summary
-    decides it: in_features and out_features multiples of 8)."""
-    _, in_features, out_features = map(int, shape.split(","))
-    return (in_features * 2) % 16 == 0 and (out_features * 2) % 16 == 0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from merge_bench_runs import load_csv, rows_are_16_byte_multiples  # noqa: E402
 
 
 def load(path):
-    """{(shape, pass, epilogue, variant): ms} and {(shape, pass): (gemm_m, gemm_n, gemm_k)}."""
+    """{(shape, pass, epilogue, activation, variant): ms} and {(shape, pass): (gemm_m, gemm_n, gemm_k)}
+    from the CSV as merge_bench_runs.py reads it (a declined case, n/a, is left out)."""
     times, dims = {}, {}
-    with open(path) as f:
-        for row in csv.DictReader(line for line in f if not line.startswith("#")):
-            try:
-                dims[(row["shape"], row["pass"])] = (int(row["gemm_m"]), int(row["gemm_n"]), int(row["gemm_k"]))
-                times[(row["shape"], row["pass"], row["epilogue"], row["activation"], row["variant"])] = float(row["ms"])
-            except (ValueError, KeyError, TypeError):
-                continue  # n/a: a declined case
+    for row in load_csv(path)[2]:
+        try:
+            dims[(row["shape"], row["pass"])] = (int(row["gemm_m"]), int(row["gemm_n"]), int(row["gemm_k"]))
+            times[(row["shape"], row["pass"], row["epilogue"], row["activation"], row["variant"])] = float(row["ms"])
+        except (ValueError, KeyError, TypeError):
+            continue
     return times, dims
+
+
+def rows_aligned(shape):
+    _, in_features, out_features = map(int, shape.split(","))
+    return rows_are_16_byte_multiples(in_features, out_features)
 
 
 def ratios(times, variant):

@@ -104,6 +104,12 @@ def load_csv(path):
     return headers, list(reader.fieldnames or []), rows
 
 
+def rows_are_16_byte_multiples(in_features, out_features):
+    """Whether a layer's rows are 16-byte multiples in a 16-bit type: the cases of the summary's
+    "rows 16-byte multiples" geometric mean."""
+    return (in_features * 2) % 16 == 0 and (out_features * 2) % 16 == 0
+
+
 def summary(rows):
     """epigemm_bench_gpu's per-shape-set acceptance numbers, from CSV rows."""
     by_key = {(r["shape"], r["pass"], r["epilogue"], r["variant"]): r for r in rows}
@@ -133,7 +139,7 @@ def summary(rows):
                                                      over_best_any=0, worst_best_any=0.0, lt=0, log_lt=0.0))
         t["cases"] += 1
         t["log"] += math.log(x)
-        aligned = (in_f * 2) % 16 == 0 and (out_f * 2) % 16 == 0
+        aligned = rows_are_16_byte_multiples(in_f, out_f)
         if aligned:
             t["aligned"] += 1
             t["log_aligned"] += math.log(x)
