@@ -46,6 +46,7 @@
 #include "backends/cutlass/cutlass_kernels.hpp"
 #include "backends/cutlass/cutlass_row_partial_sums.cuh"
 #include "backends/cutlass/cutlass_tile_config.hpp"
+#include "core/dtype.hpp"
 #include "core/names.hpp"
 
 namespace epigemm {
@@ -60,12 +61,10 @@ struct ElementOf;
 template <>
 struct ElementOf<EPIGEMM_DTYPE_BF16> {
   using type = cutlass::bfloat16_t;
-  static constexpr const char* name = "bf16";
 };
 template <>
 struct ElementOf<EPIGEMM_DTYPE_F16> {
   using type = cutlass::half_t;
-  static constexpr const char* name = "f16";
 };
 
 template <OperandLayout layout>
@@ -383,7 +382,7 @@ struct CutlassGemm {
 
   // "bf16 TN forward_activation_aux(gelu_tanh) cooperative 128x128x64 cluster 1x1x1"
   static const char* name() {
-    static const std::string text = std::string(ElementOf<dtype>::name) + " " + operand_layout_name(layout) +
+    static const std::string text = std::string(dtype_name(dtype)) + " " + operand_layout_name(layout) +
                                     " " + Family::label() + " " + tile_config_name(tile);
     return text.c_str();
   }
