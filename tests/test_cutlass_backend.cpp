@@ -348,6 +348,7 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
                               cb::TileConfig::pingpong_64x128x64_without_source,
                               cb::TileConfig::cooperative_128x64x64_without_source,
                               cb::TileConfig::cooperative_128x96x64_without_source,
+                              cb::TileConfig::cooperative_128x192x64_without_source,
                               cb::TileConfig::pingpong_128x128x64_direct_store}) {
     const std::string config = cb::tile_config_name(tile);
     const bool bias_family = cb::instantiated_in(KernelFamily::linear_combination_bias, tile);
@@ -402,8 +403,8 @@ TEST(CutlassSupport, EveryLookupFindsTheKernelItNames) {
   // source: 10 forward each; the ping-pong 128 x 128 tile with the 64 x 64 subtile and the
   // cooperative 128 x 64 tile, both without a source, also 10 backward each; the direct-store tile:
   // 8 linear_combination_bias + 10 forward; the cooperative 128 x 96 tile without a source: 10
-  // forward + 10 backward.
-  EXPECT_EQ(found, 158 + 18 + 20);
+  // forward + 10 backward; the cooperative 128 x 192 tile without a source: 10 backward.
+  EXPECT_EQ(found, 158 + 18 + 20 + 10);
 }
 
 // A kernel without a source (no shared memory for D's old values) refuses a call with beta != 0,
@@ -430,6 +431,24 @@ TEST(CutlassSupport, KernelWithoutSourceRefusesBeta) {
     EXPECT_EQ(refused.code(), EPIGEMM_STATUS_NOT_SUPPORTED);
     EXPECT_NE(refused.message().find("does not read D's old values: beta is 0.5; expected 0"), std::string::npos)
         << refused.message();
+  }
+  {
+    // The cooperative 128 x 192 tile, which only the activation gradients have.
+    const cb::TileConfig tile = cb::TileConfig::cooperative_128x192x64_without_source;
+    const cb::Kernel* kernel = cb::find_kernel(cb::KernelFamily::backward_activation_bgrad, tile, EPIGEMM_DTYPE_BF16,
+                                               cb::OperandLayout::nn, EPIGEMM_ACTIVATION_SILU);
+    ASSERT_NE(kernel, nullptr);
+    epigemm::GemmCall call =
+        host_probe_call(EPIGEMM_EPILOGUE_DACT, EPIGEMM_ACTIVATION_SILU, EPIGEMM_OP_N, EPIGEMM_OP_N, 1024, 3072, 4096);
+    ASSERT_EQ(cb::tile_config_for(cb::KernelFamily::backward_activation_bgrad, call, h200), tile);
+    call.beta = 0.5f;
+    const epigemm::Status refused = kernel->check_can_implement(call, h200, cb::tile_order_for(call, h200, tile));
+    EXPECT_FALSE(refused.ok());
+    EXPECT_NE(refused.message().find("does not read D's old values: beta is 0.5; expected 0"), std::string::npos)
+        << refused.message();
+    // With beta != 0 the rule gives that grid the cooperative 128 x 128 tile, which reads them.
+    EXPECT_EQ(cb::tile_config_for(cb::KernelFamily::backward_activation_bgrad, call, h200),
+              cb::TileConfig::cooperative_128x128x64);
   }
   // The 256 x 128 tile's grid (gemm_k 16384, 2048 tiles), the ping-pong tile's with CUTLASS's subtile
   // (gemm_k 2048) and with the 64 x 64 one (gemm_k 1024, silu), and the small grids of the
@@ -582,6 +601,21 @@ TEST(CutlassSupport, TileConfigDependsOnTheFamilyAndTheGrid) {
   EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 7, 96 * 19, 3072), coop);
   EXPECT_EQ(config(KernelFamily::forward_activation_aux, 128 * 66, 136, 3072), fwd_pingpong);  // 132 of 128 x 128
   EXPECT_EQ(config(KernelFamily::forward_activation_aux, 768, 2048, 1024), short_pingpong);  // gemm_k <= 1024
+  // Where 128 x 128 tiles take one to one and a half waves, 128 x 192 ones fill 90-100% of the SMs
+  // once and gemm_k >= 3072 (beta = 0): the cooperative 128 x 192 tile without a source, for the
+  // activation gradients only.
+  const cb::TileConfig coop192 = cb::TileConfig::cooperative_128x192x64_without_source;
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 1024, 3072, 4096), coop192);   // 192 tiles -> 128
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 2048, 1536, 5632), coop192);   // 1536,2048,5632
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 4096, 768, 14336), coop192);   // 768,4096,14336
+  EXPECT_EQ(config(KernelFamily::forward_activation_aux, 1024, 3072, 4096), fwd_pingpong);  // not the forward pass
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 1024, 3072, 3064), coop);      // gemm_k under 3072
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 11, 192 * 12, 3072), coop192);  // 198 -> 132
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 11, 192 * 12 + 8, 3072), coop);  // 209 -> 143
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 7, 192 * 17, 3072), coop192);   // 182 -> 119
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 13, 192 * 9, 3072), coop);    // 182 -> 117: 89%
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 12, 128 * 11, 3072), coop);   // 132: one wave
+  EXPECT_EQ(config(KernelFamily::backward_activation_bgrad, 128 * 19, 128 * 7, 3072), coop);    // 133 -> 95: 72%
   EXPECT_EQ(config(KernelFamily::linear_combination_bias, 768, 2048, 3072), coop);
   for (KernelFamily family : {KernelFamily::forward_activation_aux, KernelFamily::backward_activation_bgrad}) {
     const bool forward = family == KernelFamily::forward_activation_aux;
@@ -737,6 +771,15 @@ TEST(CutlassSupport, AutoPriorityDependsOnTheEpilogueAndTheWaves) {
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, EPIGEMM_ACTIVATION_GELU_ERF, 768, 2048, 3072), 25);  // 96 tiles
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, EPIGEMM_ACTIVATION_GELU_ERF, 768, 2048, 3072), 25);
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_ACT, gelu, 4096, 384, 14336), 25);
+  // Where the cooperative 128 x 192 tile runs: 25, also where the 128 x 128 grid's last wave is
+  // under 90% full and the time model says cuda (a last wave 45% full, gemm_k 14336); with beta != 0
+  // (the 128 x 128 tile with a source) as before.
+  EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, 4096, 768, 14336), 25);
+  {
+    epigemm::GemmCall accumulate = host_probe_call(EPIGEMM_EPILOGUE_DACT_BGRAD, silu, N, N, 4096, 768, 14336);
+    accumulate.beta = 1.0f;
+    EXPECT_EQ(cb::auto_priority_for(accumulate, h200), 1);
+  }
   // Outside the tile's bounds the rules before it: a short gemm_k (the time model: 1), a 128 x 128
   // grid under 70% of the SMs (the forward pass below 0.75 waves: 1).
   EXPECT_EQ(priority(EPIGEMM_EPILOGUE_DACT, silu, 768, 2048, 64), 1);
@@ -1233,6 +1276,38 @@ TEST(CutlassBackend, CooperativeTileOf96Columns) {
 #endif
 }
 
+// The cooperative 128 x 192 tile without a source, called directly (the activation gradients
+// only): every activation, both dtypes, DACT_BGRAD with alpha = -0.75 on 17 x 8 tiles (more than
+// the SMs; the last tile row and column partial: 1480 = 7 x 192 + 136), and a gemm_k of 1032 (17
+// slices, the last partial) with DACT for silu and gelu_erf.
+TEST(CutlassBackend, CooperativeTileOf192Columns) {
+  Context ctx;
+  EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);
+#if defined(EPIGEMM_HAVE_CUTLASS_BACKEND_FOR_TESTS) && defined(EPIGEMM_TESTS_WITH_CUDA)
+  namespace cb = epigemm::cutlass_backend;
+  const cb::TileConfig tile = cb::TileConfig::cooperative_128x192x64_without_source;
+  const int64_t m = 128 * 16 + 8, n = 192 * 7 + 136;
+  uint64_t index = 5900;
+  auto scaled = [](GemmCase c) {
+    c.alpha = -0.75f;
+    return c;
+  };
+  for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
+    for (epigemm_activation_t a : every_activation()) {
+      run_kernel_and_check(
+          ctx, scaled(cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, a, EPIGEMM_OP_N, EPIGEMM_OP_N, dtype, m, n, 72, index++)),
+          tile);
+    }
+  }
+  for (epigemm_activation_t a : {EPIGEMM_ACTIVATION_SILU, EPIGEMM_ACTIVATION_GELU_ERF}) {
+    run_kernel_and_check(ctx,
+                         scaled(cutlass_case(EPIGEMM_EPILOGUE_DACT, a, EPIGEMM_OP_N, EPIGEMM_OP_N,
+                                             EPIGEMM_DTYPE_BF16, m, n, 1032, index++)),
+                         tile);
+  }
+#endif
+}
+
 // The bias gradient of DACT_BGRAD adds only the columns inside gemm_n, and reads only the rows
 // inside gemm_m. TMA reads the operands past their last row as zeros, so the accumulator past the
 // problem's last column or row is a sum of products with 0: NaN where the other operand holds an
@@ -1255,7 +1330,8 @@ TEST(CutlassBackend, RowSumsLeaveOutTheColumnsAndRowsPastTheEnd) {
                               cb::TileConfig::cooperative_256x128x64_cluster_1x2,
                               cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source,
                               cb::TileConfig::cooperative_128x64x64_without_source,
-                              cb::TileConfig::cooperative_128x96x64_without_source}) {
+                              cb::TileConfig::cooperative_128x96x64_without_source,
+                              cb::TileConfig::cooperative_128x192x64_without_source}) {
     for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
       auto run_identity = [&](int64_t n, const std::function<void(Operands&)>& adjust) {
         run_kernel_and_check(ctx,

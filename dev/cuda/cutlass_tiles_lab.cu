@@ -112,7 +112,8 @@ const cb::TileConfig kAllConfigs[] = {cb::TileConfig::cooperative_128x128x64,
                                       cb::TileConfig::pingpong_128x128x64_epilogue_64x64_without_source,
                                       cb::TileConfig::pingpong_64x128x64_without_source,
                                       cb::TileConfig::cooperative_128x64x64_without_source,
-                                      cb::TileConfig::cooperative_128x96x64_without_source};
+                                      cb::TileConfig::cooperative_128x96x64_without_source,
+                                      cb::TileConfig::cooperative_128x192x64_without_source};
 
 struct Variant {
   cb::TileConfig tile;

@@ -648,6 +648,9 @@ const Kernel* kernel_in_family(TileConfig tile, epigemm_dtype_t dtype, OperandLa
     case TileConfig::cooperative_128x96x64_without_source:
       return kernel_if_instantiated<family, TileConfig::cooperative_128x96x64_without_source>(dtype, layout,
                                                                                                 activation);
+    case TileConfig::cooperative_128x192x64_without_source:
+      return kernel_if_instantiated<family, TileConfig::cooperative_128x192x64_without_source>(dtype, layout,
+                                                                                                 activation);
     case TileConfig::cooperative_256x128x64_cluster_1x2:
       return kernel_if_instantiated<family, TileConfig::cooperative_256x128x64_cluster_1x2>(dtype, layout,
                                                                                               activation);

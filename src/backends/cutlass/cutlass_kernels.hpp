@@ -113,6 +113,11 @@ enum class KernelFamily { linear_combination_bias, forward_activation_aux, backw
 //                                         128 x 128 tiles fill the SMs' last wave badly and 96
 //                                         columns fill it better (132 tiles of 768 x 2048 where
 //                                         128 x 128 makes 96)
+//   cooperative_128x192x64_without_source both consumer warp groups on a 128 x 192 tile, for the
+//                                         activation gradients where beta = 0 on grids of one to
+//                                         one and a half waves of 128 x 128 tiles that 192
+//                                         columns make one wave (128 tiles of 1024 x 3072 where
+//                                         128 x 128 makes 192)
 //   pingpong_128x128x64_direct_store      the ping-pong 128 x 128 tile with TMA loads of A and B and
 //                                         an epilogue that stores D and aux from the registers
 //                                         (cutlass_direct_store_epilogue.cuh): for D, aux or a bias
@@ -135,6 +140,7 @@ enum class TileConfig {
   pingpong_64x128x64_without_source,
   cooperative_128x64x64_without_source,
   cooperative_128x96x64_without_source,
+  cooperative_128x192x64_without_source,
   pingpong_128x128x64_direct_store
 };
 

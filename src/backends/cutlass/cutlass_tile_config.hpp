@@ -51,6 +51,7 @@ constexpr bool instantiated_in(KernelFamily family, TileConfig tile) {
     case TileConfig::cooperative_128x64x64: return family == KernelFamily::forward_activation_aux;
     case TileConfig::cooperative_128x64x64_without_source:
     case TileConfig::cooperative_128x96x64_without_source: return family != KernelFamily::linear_combination_bias;
+    case TileConfig::cooperative_128x192x64_without_source: return family == KernelFamily::backward_activation_bgrad;
     case TileConfig::cooperative_256x128x64_cluster_1x2: return family != KernelFamily::linear_combination_bias;
     case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
       return family == KernelFamily::forward_activation_aux;
@@ -77,6 +78,7 @@ constexpr TileShape tile_shape_of(TileConfig tile) {
     case TileConfig::cooperative_128x64x64:
     case TileConfig::cooperative_128x64x64_without_source: return {128, 64, 1, 1};
     case TileConfig::cooperative_128x96x64_without_source: return {128, 96, 1, 1};
+    case TileConfig::cooperative_128x192x64_without_source: return {128, 192, 1, 1};
     case TileConfig::cooperative_256x128x64_cluster_1x2:
     case TileConfig::cooperative_256x128x64_cluster_1x2_without_source: return {256, 128, 1, 2};
     case TileConfig::pingpong_128x128x64_direct_store: return {128, 128, 1, 1};
@@ -106,7 +108,10 @@ inline TileGrid tile_grid_of(const GemmCall& call) { return tile_grid_of(call, T
 // are at most one per SM and beta is 0 (backward_grid_wants_smaller_tile); both, where beta is 0
 // and neither of those smaller tiles applies, on the cooperative 128 x 96 tile without a source
 // where its tiles fill 90-100% of the SMs once, 128 x 128 ones 70-90%, with gemm_k >= 3072
-// (grid_fills_the_sms_once_with_96_column_tiles). The forward ones on
+// (grid_fills_the_sms_once_with_96_column_tiles); the backward ones, where beta is 0, 128 x 128
+// tiles take one to one and a half waves and 128 x 192 ones fill 90-100% of the SMs once, with
+// gemm_k >= 3072, on the cooperative 128 x 192 tile without a source
+// (grid_fills_the_sms_once_with_192_column_tiles). The forward ones on
 // the 256 x 128 and ping-pong 128 x 128 tiles run those tiles' kernels without a source where
 // beta is 0 (every layer-level call).
 //
@@ -215,6 +220,7 @@ constexpr TileConfig without_source_where_there_is_one(TileConfig tile) {
     case TileConfig::pingpong_64x128x64_without_source:
     case TileConfig::cooperative_128x64x64_without_source:
     case TileConfig::cooperative_128x96x64_without_source:
+    case TileConfig::cooperative_128x192x64_without_source:
     case TileConfig::pingpong_128x128x64_direct_store: return tile;
   }
   return tile;
@@ -307,6 +313,35 @@ inline bool grid_fills_the_sms_once_with_96_column_tiles(const GemmCall& call, c
          10 * tiles >= 9 * sms && tiles <= sms;
 }
 
+// Why the cooperative 128 x 192 tile without a source for the activation gradients where 128 x 128
+// tiles make one to one and a half waves and 192-column ones fill 90-100% of the SMs once, with
+// gemm_k at least 3072 (docs/dev/cutlass_backend.md, "A tile of 192 columns for grids of one to one
+// and a half waves"): there each SM runs two 128 x 128 tiles or one, and the call lasts two tiles'
+// time while half of the SMs or more idle for the second; one wave of tiles of 192 columns lasts
+// one and a half (1024 x 3072: 128 tiles against 192; cuBLAS's plain GEMM of such calls runs its
+// 128 x 192 tile on one wave). With one tile per SM the cooperative kernel's exposed epilogue costs
+// nothing a ping-pong one would hide. Measured in the tiles lab (H100, 132 SMs like the H200's, bf16,
+// 2026-12-06 21:52 UTC, tile order 1; each over cuBLAS's plain GEMM) on four grids of the band
+// outside the benchmark's sets (192 tiles of 128 x 128: 3072,1024,4096, 768,4096,11008 and
+// 1536,2048,8192; 182: 3264,896,4096; gemm_k 4096-11008), DACT(gelu_erf), DACT_BGRAD(silu) and
+// DGELU_BGRAD: 1.038-1.147 against 1.377-1.614 on the cooperative 128 x 128 tile the rule took there
+// and 1.361-1.510 on the ping-pong one. The bounds keep to the wave argument and what was measured:
+// more than one wave of 128 x 128 tiles and at most one and a half, the 192-column grid 90-100% of
+// the SMs (119-128 of 132 measured), gemm_k from 3072 as for the 128 x 96 tile (4096-11008 measured
+// here, 5632 and 14336 in the benchmark's held-out shapes). (On 384 tiles, 2.9 waves, it was also the
+// fastest, 1.108-1.118 against the ping-pong tile's 1.130: a two-wave grid, outside the rule.)
+inline bool grid_fills_the_sms_once_with_192_column_tiles(const GemmCall& call, const DeviceFacts& device) {
+  constexpr int64_t kShortestMeasuredK = 3072;
+  const int64_t tiles = tile_grid_of(call, tile_shape_of(TileConfig::cooperative_128x192x64_without_source)).tiles();
+  const int64_t square_tiles = tile_grid_of(call).tiles();
+  const int64_t sms = int64_t(device.sm_count);
+  // 128 x 128 tiles on more than one wave and at most one and a half, 128 x 192 ones on 90-100% of
+  // the SMs once.
+  const bool square_tiles_take_a_second_wave = square_tiles > sms && 2 * square_tiles <= 3 * sms;
+  return call.beta == 0.0f && call.gemm_k >= kShortestMeasuredK && square_tiles_take_a_second_wave &&
+         10 * tiles >= 9 * sms && tiles <= sms;
+}
+
 // A call whose D, aux or bias TMA cannot move runs on the one direct-store configuration: no rule of
 // size picks among such tiles before the H200 has measured others.
 inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, const DeviceFacts& device,
@@ -327,6 +362,9 @@ inline TileConfig tile_config_for(KernelFamily family, const GemmCall& call, con
       if (long_grid_wants_wide_tile(call, device)) return TileConfig::cooperative_256x128x64_cluster_1x2;
       if (backward_grid_wants_smaller_tile(call, device)) return TileConfig::cooperative_128x64x64_without_source;
       if (grid_fills_the_sms_once_with_96_column_tiles(call, device)) return TileConfig::cooperative_128x96x64_without_source;
+      if (grid_fills_the_sms_once_with_192_column_tiles(call, device)) {
+        return TileConfig::cooperative_128x192x64_without_source;
+      }
       if (tile_grid_of(call).tiles() < 2 * int64_t(device.sm_count)) return TileConfig::cooperative_128x128x64;
       return backward_epilogue_wants_larger_subtile(call) ? TileConfig::pingpong_128x128x64_epilogue_64x64_without_source
                                                           : TileConfig::pingpong_128x128x64;
@@ -439,6 +477,11 @@ inline double last_wave_fill(const TileGrid& grid, int sm_count) {
 //     that tile took 1.04-1.14 of cuBLAS's plain GEMM on the two grids it was derived from, where
 //     the 2026-12-04 20:00 UTC benchmark (H200) had the cuda backend at 1.26-1.46 and cutlass's
 //     128 x 128 tiles at 1.26-1.49.
+//   - where the activation gradients run on the cooperative 128 x 192 tile
+//     (grid_fills_the_sms_once_with_192_column_tiles): 25, whatever the time model says. In the
+//     benchmark of 2026-12-06 21:52 UTC (H100) the two held-out shapes it takes, 768,4096,14336 and
+//     1536,2048,5632, had auto's data gradients at 0.946 and 0.898 of the cuda backend's time on
+//     geometric mean (auto ran cuda there before), 1.021 and 1.065 of the plain GEMM.
 //   - the plain epilogues (DEFAULT, BIAS) and the bias gradients of an operand: 1, below every
 //     other device backend.
 // The predicted time of an activation gradient on cutlass over its time on cuda, for a grid of
@@ -480,7 +523,22 @@ inline int auto_priority_for(const GemmCall& call, const DeviceFacts& device,
   if (waves >= 7.0) return 35;
   const KernelFamily family =
       parts.backward() ? KernelFamily::backward_activation_bgrad : KernelFamily::forward_activation_aux;
-  if (tile_config_for(family, call, device) == TileConfig::cooperative_128x96x64_without_source) return 25;
+  switch (tile_config_for(family, call, device)) {
+    case TileConfig::cooperative_128x96x64_without_source:
+    case TileConfig::cooperative_128x192x64_without_source: return 25;
+    case TileConfig::cooperative_128x128x64:
+    case TileConfig::pingpong_128x128x64:
+    case TileConfig::pingpong_128x128x64_epilogue_64x64:
+    case TileConfig::pingpong_64x128x64:
+    case TileConfig::cooperative_128x64x64:
+    case TileConfig::cooperative_256x128x64_cluster_1x2:
+    case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
+    case TileConfig::pingpong_128x128x64_without_source:
+    case TileConfig::pingpong_128x128x64_epilogue_64x64_without_source:
+    case TileConfig::pingpong_64x128x64_without_source:
+    case TileConfig::cooperative_128x64x64_without_source:
+    case TileConfig::pingpong_128x128x64_direct_store: break;
+  }
   if (parts.backward()) {
     if (backward_grid_wants_smaller_tile(call, device)) return 25;
     if (waves < 0.5) return 1;
@@ -505,6 +563,8 @@ inline const char* tile_config_name(TileConfig tile) {
     case TileConfig::cooperative_128x64x64: return "cooperative 128x64x64 cluster 1x1x1";
     case TileConfig::cooperative_128x64x64_without_source: return "cooperative 128x64x64 cluster 1x1x1 without source";
     case TileConfig::cooperative_128x96x64_without_source: return "cooperative 128x96x64 cluster 1x1x1 without source";
+    case TileConfig::cooperative_128x192x64_without_source:
+      return "cooperative 128x192x64 cluster 1x1x1 without source";
     case TileConfig::cooperative_256x128x64_cluster_1x2: return "cooperative 256x128x64 cluster 1x2x1";
     case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
       return "cooperative 256x128x64 cluster 1x2x1 without source";
@@ -614,6 +674,9 @@ template <>
 struct ConfigOf<TileConfig::cooperative_128x64x64_without_source> : Cooperative<128, 1, 64, /*kReadsSource=*/false> {};
 template <>
 struct ConfigOf<TileConfig::cooperative_128x96x64_without_source> : Cooperative<128, 1, 96, /*kReadsSource=*/false> {};
+template <>
+struct ConfigOf<TileConfig::cooperative_128x192x64_without_source>
+    : Cooperative<128, 1, 192, /*kReadsSource=*/false> {};
 template <>
 struct ConfigOf<TileConfig::cooperative_256x128x64_cluster_1x2> : Cooperative<256, 2> {};
 template <>
