@@ -9,7 +9,7 @@ Over the epilogue cases (every epilogue but DEFAULT) of the shapes whose rows ar
     over the sum over all cases), by pass, epilogue family, activation, and the GEMM's flop count
     2 gemm_m gemm_n gemm_k in powers of 4 (2^32 <= flop < 2^34 is "2^32").
 
-    python3 scripts/bench_breakdown.py bench/results/h100-2026-12-06-1513.csv [--variants auto,cutlass,cuda]
+    python3 scripts/bench_breakdown.py bench/results/h100-2026-12-06-2152.csv [--variants auto,cutlass,cuda]
 """
 
 import argparse
