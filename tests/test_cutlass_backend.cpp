@@ -1237,74 +1237,55 @@ TEST(CutlassBackend, PingpongTilesWithAndWithoutSource) {
 #endif
 }
 
-// The cooperative 128 x 96 tile without a source, called directly, in both activation families:
-// every activation, both dtypes, ACT_AUX_BIAS (TN) and DACT_BGRAD (NN) with alpha = -0.75 on
-// 18 x 11 tiles (more than the SMs; the last tile row and column partial: 1000 = 10 x 96 + 40), and
-// a gemm_k of 1032 (17 slices, the last partial) for silu and gelu_erf.
+#if defined(EPIGEMM_HAVE_CUTLASS_BACKEND_FOR_TESTS) && defined(EPIGEMM_TESTS_WITH_CUDA)
+// A cooperative tile without a source, called directly on an m x n problem, in each activation
+// family that instantiates it: every activation and both dtypes with alpha = -0.75, ACT_AUX_BIAS
+// (TN) and DACT_BGRAD (NN) at gemm_k = 72; then silu and gelu_erf in bf16, ACT_BIAS and DACT at
+// gemm_k = 1032 (17 slices, the last partial). `index` numbers the cases' inputs.
+void check_cooperative_tile_in_its_families(epigemm_context_t ctx, epigemm::cutlass_backend::TileConfig tile,
+                                            int64_t m, int64_t n, uint64_t index) {
+  namespace cb = epigemm::cutlass_backend;
+  const bool forward = cb::instantiated_in(cb::KernelFamily::forward_activation_aux, tile);
+  const bool backward = cb::instantiated_in(cb::KernelFamily::backward_activation_bgrad, tile);
+  ASSERT_TRUE(forward || backward) << cb::tile_config_name(tile);
+  auto run_scaled = [&](epigemm_epilogue_t e, epigemm_activation_t a, epigemm_dtype_t dtype, int64_t k) {
+    const bool transposed_a = !epigemm::epilogue_parts(e, a).backward();
+    GemmCase c = cutlass_case(e, a, transposed_a ? EPIGEMM_OP_T : EPIGEMM_OP_N, EPIGEMM_OP_N, dtype, m, n, k, index++);
+    c.alpha = -0.75f;
+    run_kernel_and_check(ctx, c, tile);
+  };
+  for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
+    for (epigemm_activation_t a : every_activation()) {
+      if (forward) run_scaled(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, a, dtype, 72);
+      if (backward) run_scaled(EPIGEMM_EPILOGUE_DACT_BGRAD, a, dtype, 72);
+    }
+  }
+  for (epigemm_activation_t a : {EPIGEMM_ACTIVATION_SILU, EPIGEMM_ACTIVATION_GELU_ERF}) {
+    if (forward) run_scaled(EPIGEMM_EPILOGUE_ACT_BIAS, a, EPIGEMM_DTYPE_BF16, 1032);
+    if (backward) run_scaled(EPIGEMM_EPILOGUE_DACT, a, EPIGEMM_DTYPE_BF16, 1032);
+  }
+}
+#endif
+
+// The cooperative 128 x 96 tile without a source, in both activation families, on 18 x 11 tiles
+// (more than the SMs; the last tile row and column partial: 1000 = 10 x 96 + 40).
 TEST(CutlassBackend, CooperativeTileOf96Columns) {
   Context ctx;
   EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);
 #if defined(EPIGEMM_HAVE_CUTLASS_BACKEND_FOR_TESTS) && defined(EPIGEMM_TESTS_WITH_CUDA)
-  namespace cb = epigemm::cutlass_backend;
-  const cb::TileConfig tile = cb::TileConfig::cooperative_128x96x64_without_source;
-  const int64_t m = 128 * 17 + 8, n = 96 * 10 + 40;
-  uint64_t index = 5700;
-  auto scaled = [](GemmCase c) {
-    c.alpha = -0.75f;
-    return c;
-  };
-  for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
-    for (epigemm_activation_t a : every_activation()) {
-      run_kernel_and_check(
-          ctx, scaled(cutlass_case(EPIGEMM_EPILOGUE_ACT_AUX_BIAS, a, EPIGEMM_OP_T, EPIGEMM_OP_N, dtype, m, n, 72, index++)),
-          tile);
-      run_kernel_and_check(
-          ctx, scaled(cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, a, EPIGEMM_OP_N, EPIGEMM_OP_N, dtype, m, n, 72, index++)),
-          tile);
-    }
-  }
-  for (epigemm_activation_t a : {EPIGEMM_ACTIVATION_SILU, EPIGEMM_ACTIVATION_GELU_ERF}) {
-    run_kernel_and_check(ctx,
-                         scaled(cutlass_case(EPIGEMM_EPILOGUE_ACT_BIAS, a, EPIGEMM_OP_T, EPIGEMM_OP_N,
-                                             EPIGEMM_DTYPE_BF16, m, n, 1032, index++)),
-                         tile);
-    run_kernel_and_check(ctx,
-                         scaled(cutlass_case(EPIGEMM_EPILOGUE_DACT, a, EPIGEMM_OP_N, EPIGEMM_OP_N,
-                                             EPIGEMM_DTYPE_BF16, m, n, 1032, index++)),
-                         tile);
-  }
+  check_cooperative_tile_in_its_families(ctx, epigemm::cutlass_backend::TileConfig::cooperative_128x96x64_without_source,
+                                         128 * 17 + 8, 96 * 10 + 40, 5700);
 #endif
 }
 
-// The cooperative 128 x 192 tile without a source, called directly (the activation gradients
-// only): every activation, both dtypes, DACT_BGRAD with alpha = -0.75 on 17 x 8 tiles (more than
-// the SMs; the last tile row and column partial: 1480 = 7 x 192 + 136), and a gemm_k of 1032 (17
-// slices, the last partial) with DACT for silu and gelu_erf.
+// The cooperative 128 x 192 tile without a source (the activation gradients only) on 17 x 8 tiles
+// (more than the SMs; the last tile row and column partial: 1480 = 7 x 192 + 136).
 TEST(CutlassBackend, CooperativeTileOf192Columns) {
   Context ctx;
   EPIGEMM_SKIP_IF_UNUSABLE(ctx, kCutlass);
 #if defined(EPIGEMM_HAVE_CUTLASS_BACKEND_FOR_TESTS) && defined(EPIGEMM_TESTS_WITH_CUDA)
-  namespace cb = epigemm::cutlass_backend;
-  const cb::TileConfig tile = cb::TileConfig::cooperative_128x192x64_without_source;
-  const int64_t m = 128 * 16 + 8, n = 192 * 7 + 136;
-  uint64_t index = 5900;
-  auto scaled = [](GemmCase c) {
-    c.alpha = -0.75f;
-    return c;
-  };
-  for (epigemm_dtype_t dtype : {EPIGEMM_DTYPE_BF16, EPIGEMM_DTYPE_F16}) {
-    for (epigemm_activation_t a : every_activation()) {
-      run_kernel_and_check(
-          ctx, scaled(cutlass_case(EPIGEMM_EPILOGUE_DACT_BGRAD, a, EPIGEMM_OP_N, EPIGEMM_OP_N, dtype, m, n, 72, index++)),
-          tile);
-    }
-  }
-  for (epigemm_activation_t a : {EPIGEMM_ACTIVATION_SILU, EPIGEMM_ACTIVATION_GELU_ERF}) {
-    run_kernel_and_check(ctx,
-                         scaled(cutlass_case(EPIGEMM_EPILOGUE_DACT, a, EPIGEMM_OP_N, EPIGEMM_OP_N,
-                                             EPIGEMM_DTYPE_BF16, m, n, 1032, index++)),
-                         tile);
-  }
+  check_cooperative_tile_in_its_families(
+      ctx, epigemm::cutlass_backend::TileConfig::cooperative_128x192x64_without_source, 128 * 16 + 8, 192 * 7 + 136, 5900);
 #endif
 }
 
