@@ -523,21 +523,10 @@ inline int auto_priority_for(const GemmCall& call, const DeviceFacts& device,
   if (waves >= 7.0) return 35;
   const KernelFamily family =
       parts.backward() ? KernelFamily::backward_activation_bgrad : KernelFamily::forward_activation_aux;
-  switch (tile_config_for(family, call, device)) {
-    case TileConfig::cooperative_128x96x64_without_source:
-    case TileConfig::cooperative_128x192x64_without_source: return 25;
-    case TileConfig::cooperative_128x128x64:
-    case TileConfig::pingpong_128x128x64:
-    case TileConfig::pingpong_128x128x64_epilogue_64x64:
-    case TileConfig::pingpong_64x128x64:
-    case TileConfig::cooperative_128x64x64:
-    case TileConfig::cooperative_256x128x64_cluster_1x2:
-    case TileConfig::cooperative_256x128x64_cluster_1x2_without_source:
-    case TileConfig::pingpong_128x128x64_without_source:
-    case TileConfig::pingpong_128x128x64_epilogue_64x64_without_source:
-    case TileConfig::pingpong_64x128x64_without_source:
-    case TileConfig::cooperative_128x64x64_without_source:
-    case TileConfig::pingpong_128x128x64_direct_store: break;
+  const TileConfig tile = tile_config_for(family, call, device);
+  if (tile == TileConfig::cooperative_128x96x64_without_source ||
+      tile == TileConfig::cooperative_128x192x64_without_source) {
+    return 25;
   }
   if (parts.backward()) {
     if (backward_grid_wants_smaller_tile(call, device)) return 25;
