@@ -7,7 +7,13 @@ Over the epilogue cases (every epilogue but DEFAULT) of the shapes whose rows ar
     row), geometric mean, with the number of cases;
   - each part's share of auto's excess by log (sum of log(auto / plain GEMM) over the part's cases
     over the sum over all cases), by pass, epilogue family, activation, and the GEMM's flop count
-    2 gemm_m gemm_n gemm_k in powers of 4 (2^32 <= flop < 2^34 is "2^32").
+    2 gemm_m gemm_n gemm_k in powers of 4 (2^32 <= flop < 2^34 is "2^32");
+  - what the last wave costs: over the forward and data-gradient cases whose grid of 128 x 128
+    tiles holds 1.5 to 8 waves of the SM count (the device line's "(N SMs", or --sms) with gemm_k
+    above 1024, auto over the plain GEMM as measured and as it would be if cutlass's kernel lost
+    nothing to its last wave's idle SMs (its time times the last wave's fill, tiles over
+    ceil(tiles / SMs) SMs, where that is faster than auto): a bound on what balancing the last wave
+    could give, not a prediction of any kernel.
 
     python3 scripts/bench_breakdown.py bench/results/h100-2026-12-06-2152.csv [--variants auto,cutlass,cuda]
 """
@@ -15,6 +21,7 @@ Over the epilogue cases (every epilogue but DEFAULT) of the shapes whose rows ar
 import argparse
 import math
 import os
+import re
 import sys
 from collections import defaultdict
 
@@ -91,17 +98,61 @@ def breakdown(times, dims, variants):
     return lines, shares
 
 
+def sm_count_of(path, default=132):
+    """The SM count the CSV's first device line names ("(132 SMs"), else `default`."""
+    for header in load_csv(path)[0]:
+        found = re.search(r"\((\d+) SMs", header)
+        if found:
+            return int(found.group(1))
+    return default
+
+
+def ceil_div(a, b):
+    return -(-a // b)
+
+
+def last_wave(times, dims, sms):
+    """The last-wave table as a list of markdown lines (see the module's docstring)."""
+    measured, balanced = defaultdict(list), defaultdict(list)
+    everything = []
+    for shape, pass_, epilogue, activation, r in ratios(times, "auto"):
+        m, n, k = dims[(shape, pass_)]
+        tiles = ceil_div(m, 128) * ceil_div(n, 128)  # the grid of 128 x 128 tiles
+        cutlass = times.get((shape, pass_, epilogue, activation, "cutlass"))
+        floor = times[(shape, pass_, epilogue, activation, "case_floor")]
+        in_band = pass_ in ("fprop", "dgrad") and 1.5 * sms <= tiles < 8 * sms and k > 1024 and cutlass
+        bound = r
+        if in_band:
+            fill = tiles / (ceil_div(tiles, sms) * sms)  # 288 tiles on 132 SMs: 288 / 396
+            bound = min(r, cutlass * fill / floor)
+            measured[pass_].append(r)
+            balanced[pass_].append(bound)
+        everything.append((r, bound))
+    lines = ["| pass | cases on 1.5-8 waves, gemm_k > 1024 | auto / plain GEMM | with cutlass's last wave full |",
+             "|---|---:|---:|---:|"]
+    for pass_ in sorted(measured):
+        lines.append(f"| {pass_} | {len(measured[pass_])} | {geomean(measured[pass_]):.3f} | "
+                     f"{geomean(balanced[pass_]):.3f} |")
+    lines.append(f"over all {len(everything)} cases: auto over the plain GEMM {geomean([a for a, _ in everything]):.4f}, "
+                 f"with cutlass's last wave full on those grids {geomean([b for _, b in everything]):.4f} ({sms} SMs)")
+    return lines
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("csv", help="an epigemm_bench_gpu CSV (or a merged one)")
     parser.add_argument("--variants", default="auto,cutlass,cuda",
                         help="the variants of the first table, comma-separated (default auto,cutlass,cuda)")
+    parser.add_argument("--sms", type=int, default=0,
+                        help="the SM count for the last-wave table (default: the CSV's device line's, else 132)")
     args = parser.parse_args(argv)
     times, dims = load(args.csv)
     table, shares = breakdown(times, dims, args.variants.split(","))
     print("\n".join(table))
     print()
     print("\n".join(shares))
+    print()
+    print("\n".join(last_wave(times, dims, args.sms or sm_count_of(args.csv))))
     return 0
 
 

@@ -2,7 +2,10 @@
 (one forward, one data-gradient case each), one whose rows are not and a DEFAULT case (both left
 out), and a declined case (n/a, left out). The per-(pass, activation) geometric means, the share of
 auto's excess by log per part (summing to 1 over each kind of part) and the flop buckets are checked
-against the values worked out here.
+against the values worked out here; and the last-wave table: of the three aligned cases only the
+4096 x 4096 x 2048 forward one lies on 1.5-8 waves of 128 x 128 tiles with gemm_k above 1024 (1024
+tiles: 7.76 waves of 132 SMs, its last wave 1024 / 1056 full; exactly 8 waves of 128 SMs, outside),
+and the SM count comes from the device line.
 
     python3 tests/scripts/test_bench_breakdown.py <repository root>
 """
@@ -42,7 +45,12 @@ def main():
         f.write("\n".join(lines) + "\n")
     times, dims = bench_breakdown.load(f.name)
     table, shares = bench_breakdown.breakdown(times, dims, ["auto", "cutlass", "cuda"])
+    default_sms = bench_breakdown.sm_count_of(f.name)
     os.unlink(f.name)
+    with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as g:
+        g.write("# device: NVIDIA H100 (114 SMs, L2 50 MB)\n" + "\n".join(lines[1:]) + "\n")
+    named_sms = bench_breakdown.sm_count_of(g.name)
+    os.unlink(g.name)
     failures = []
 
     def expect(got, want, what):
@@ -61,6 +69,16 @@ def main():
     expect(rows.get("flop 2^36"), f"| flop 2^36 | 1 | 1.100 | {math.log(1.1) / total:.3f} |", "the 2^36 bucket")
     expect(sorted(rows), ["activation relu", "epilogue ACT", "epilogue DACT", "flop 2^32", "flop 2^36", "pass dgrad",
                           "pass fprop"], "the parts")
+    expect((default_sms, named_sms), (132, 114), "the SM count: the default without a device line's, else that")
+    before = (1.10 * 1.21 * 1.10) ** (1 / 3)
+    balanced = min(1.10, 4.40 * 1024 / 1056 / 4.0)  # cutlass's time times the last wave's fill
+    expect(bench_breakdown.last_wave(times, dims, 132)[2:],
+           [f"| fprop | 1 | 1.100 | {balanced:.3f} |",
+            f"over all 3 cases: auto over the plain GEMM {before:.4f}, with cutlass's last wave full on those grids "
+            f"{(1.10 * 1.21 * balanced) ** (1 / 3):.4f} (132 SMs)"], "the last wave on 132 SMs")
+    expect(bench_breakdown.last_wave(times, dims, 128)[2:],
+           [f"over all 3 cases: auto over the plain GEMM {before:.4f}, with cutlass's last wave full on those grids "
+            f"{before:.4f} (128 SMs)"], "the last wave on 128 SMs (8 waves: outside)")
     if failures:
         print("\n".join(failures))
         print("\n".join(table + [""] + shares))
