@@ -45,7 +45,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -214,11 +213,8 @@ Options parse(int argc, char** argv) {
   }
   if (o.timing.repetitions < 1) usage("--reps must be >= 1");
   // Made now, not after the run: a run of ten minutes must not end in "could NOT write".
-  std::error_code made;
-  std::filesystem::create_directories(o.out, made);
-  if (made || !std::filesystem::is_directory(o.out)) {
-    usage(("--out " + o.out + ": cannot create that directory (" + made.message() + ")").c_str());
-  }
+  const std::string out_error = epigemm_bench::make_output_directory(o.out);
+  if (!out_error.empty()) usage(out_error.c_str());
   return o;
 }
 

@@ -64,6 +64,7 @@
 #include "core/names.hpp"
 #include "core/validate.hpp"
 #include "epigemm/epigemm.h"
+#include "harness/bench_harness.hpp"
 #include "harness/cuda_timing.cuh"
 #include "harness/dispatch_summary.hpp"
 #include "harness/layer_shapes.hpp"
@@ -587,6 +588,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "epigemm_bench_gpu: unknown option %s (see epigemm_bench_gpu --help)\n", arg.c_str());
       return 2;
     }
+  }
+  // Made now, not after the run: a run of minutes must not end unable to write its tables.
+  if (const std::string out_error = epigemm_bench::make_output_directory(out_dir); !out_error.empty()) {
+    std::fprintf(stderr, "epigemm_bench_gpu: %s\n", out_error.c_str());
+    return 2;
   }
   const std::vector<epigemm_activation_t> activations = parse_activations(activations_arg);
 
@@ -1123,6 +1129,8 @@ int main(int argc, char** argv) {
         << (kernel ? fmt(r.bandwidth / copy_tbps, 3) : std::string("")) << "," << note << ","
         << set_of_shape[r.shape] << "\n";
   }
+  csv.close();
+  bool tables_written = bool(csv);
 
   std::ostringstream md;
   md << "# epigemm cuda backend benchmark (bf16)\n\n" << header.str() << ".\n\n"
@@ -1212,10 +1220,10 @@ int main(int argc, char** argv) {
        << fmt(f32 ? f32->ratio_to_floor : NAN) << " |\n";
   }
   const std::string md_path = out_dir + "/bench_gpu.md";
-  std::ofstream(md_path) << md.str();
+  tables_written = epigemm_bench::write_text_file(md_path, md.str()) && tables_written;
 
   // ---- the short tables, last ----
-  std::printf("\nwrote %s and %s\n", csv_path.c_str(), md_path.c_str());
+  std::printf("\n%s %s and %s\n", tables_written ? "wrote" : "could NOT write", csv_path.c_str(), md_path.c_str());
   std::printf("copy %.3f TB/s\n", copy_tbps);
   int mismatched = 0;
   for (const Row& r : rows) {
@@ -1281,7 +1289,11 @@ int main(int argc, char** argv) {
   const std::string summary = epigemm_bench::dispatch_summary_by_shape_set(case_rows, set_of_shape);
   dmd << "\n" << summary;
   std::printf("%s", summary.c_str());
-  std::ofstream(out_dir + "/bench_dispatch.md") << dmd.str();
+  const std::string dispatch_path = out_dir + "/bench_dispatch.md";
+  if (!epigemm_bench::write_text_file(dispatch_path, dmd.str())) {
+    std::printf("could NOT write %s\n", dispatch_path.c_str());
+    tables_written = false;
+  }
   std::printf("dispatch over %d epilogue cases cuBLASLt has: geomean lt_fused/auto %s (target >= 1.06); over all %d: "
               "worst auto/best %s (target <= 1.03)\n",
               cases, fmt(geomean).c_str(), auto_cases, fmt(worst_auto).c_str());
@@ -1293,5 +1305,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "epigemm_bench_gpu: %d case(s) failed the correctness check\n", mismatched);
     return 1;
   }
-  return 0;
+  return tables_written ? 0 : 1;
 }

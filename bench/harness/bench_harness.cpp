@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <random>
@@ -55,6 +56,21 @@ std::vector<std::vector<double>> time_interleaved(
     }
   }
   return seconds;
+}
+
+std::string make_output_directory(const std::string& out_dir) {
+  std::error_code error;
+  std::filesystem::create_directories(out_dir, error);
+  if (!error && std::filesystem::is_directory(out_dir, error)) return "";
+  return "--out " + out_dir + ": cannot create that directory (" +
+         (error ? error.message() : std::string("a file of that name exists")) + ")";
+}
+
+bool write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  out.close();
+  return bool(out);
 }
 
 int rotation_sets(double bytes_per_set, double rotation_bytes, int max_sets) {

@@ -57,6 +57,14 @@ int rotation_sets(double bytes_per_set, double rotation_bytes, int max_sets);
 
 double median(std::vector<double> values);
 
+// Creates the output directory (and its parents) before a run, so that a run of minutes cannot
+// end unable to write its tables. Returns "" when out_dir is a directory afterwards, else a
+// message naming it and the reason.
+std::string make_output_directory(const std::string& out_dir);
+
+// Writes text to path; false if the file could not be written in full.
+bool write_text_file(const std::string& path, const std::string& text);
+
 struct BenchCase {
   std::string shape;     // "tokens,in,out" of the layer
   std::string pass;      // fprop, dgrad, wgrad
