@@ -12,7 +12,10 @@ rotating inputs (several x / dy pairs, together well above the L2 cache). Two ti
                  just before: the host's time to enqueue the step counts in full. Reported beside
                  it, so that the shapes where the host decides show both ways.
 Each step sets the gradients to None first (zero_grad(set_to_none=True)), as a training loop does.
-The median over rounds is reported, after warm-up and after a check that the paths agree. Then
+The median over rounds is reported, after warm-up and after a check that the paths agree, and
+beside it the ratio of each round's eager time to the path's time in the same round (the two ran
+seconds apart): its median and quartiles say whether a ratio near 1 is a difference or the
+spread of the rounds (the GPU's clock moves with its power draw on the large shapes). Then
 the Python overhead of one small call (bench_overhead.py). A results markdown (device, driver,
 date) goes to --out.
 
@@ -91,8 +94,18 @@ def one_step(path, x, dy):
     step(path, x, dy)
 
 
+def paired_ratios(eager_ms, path_ms):
+    """(median, lower quartile, upper quartile) of eager / path over the rounds, round by round."""
+    ratios = [e / t for e, t in zip(eager_ms, path_ms)]
+    if len(ratios) < 2:
+        return ratios[0], ratios[0], ratios[0]
+    q1, q2, q3 = statistics.quantiles(ratios, n=4)
+    return q2, q1, q3
+
+
 def time_shape(tokens, in_f, out_f, rounds, warmup, steps, compile_too):
-    """{path: (ms per step back to back, ms of one step after a sync, agreement)}."""
+    """{path: (ms per step back to back, ms of one step after a sync, agreement,
+    (median, quartiles) of eager / path back to back round by round)}."""
     hidden = out_f
     paths = make_paths(in_f, hidden, compile_too)
     inputs = [(torch.randn(tokens, in_f, device="cuda", dtype=torch.bfloat16).requires_grad_(),
@@ -127,7 +140,9 @@ def time_shape(tokens, in_f, out_f, rounds, warmup, steps, compile_too):
             stop.synchronize()
             if r >= warmup:
                 after_sync[name].append(start.elapsed_time(stop))
-    results = {name: (statistics.median(back_to_back[name]), statistics.median(after_sync[name]), agreement[name])
+    eager = back_to_back["PyTorch eager"]
+    results = {name: (statistics.median(back_to_back[name]), statistics.median(after_sync[name]), agreement[name],
+                      paired_ratios(eager, back_to_back[name]))
                for name in paths}
     del paths, inputs
     torch._dynamo.reset()  # a fresh compile per shape, never the recompile limit's eager fallback
@@ -172,14 +187,15 @@ def main(argv=None):
         results = time_shape(tokens, in_f, out_f, args.rounds, args.warmup, args.steps, not args.no_compile)
         finished = datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M:%S")
         print(f"  ({tokens},{in_f},{out_f}) timed {started}-{finished} UTC", flush=True)
-        eager_ms, eager_sync_ms, _ = results["PyTorch eager"]
+        eager_ms, eager_sync_ms, _, _ = results["PyTorch eager"]
         flops = 3 * 2 * 2 * tokens * in_f * out_f  # 2 GEMMs forward, 4 backward, 2 flops per MAC
-        for name, (ms, sync_ms, diff) in results.items():
+        for name, (ms, sync_ms, diff, paired) in results.items():
             row = (f"{tokens},{in_f},{out_f}", name, ms, flops / ms / 1e9, eager_ms / ms, sync_ms,
-                   eager_sync_ms / sync_ms, diff)
+                   eager_sync_ms / sync_ms, diff, paired)
             table.append(row)
             print(f"  ({tokens},{in_f},{out_f}) {name:14s} {ms:9.3f} ms  {row[3]:6.1f} TFLOP/s  "
-                  f"eager/this {row[4]:5.3f}  after a sync {sync_ms:8.3f} ms, eager/this {row[6]:5.3f}  "
+                  f"eager/this {row[4]:5.3f} (per round {paired[0]:5.3f}, quartiles {paired[1]:5.3f}-{paired[2]:5.3f})  "
+                  f"after a sync {sync_ms:8.3f} ms, eager/this {row[6]:5.3f}  "
                   f"max rel. diff vs eager {diff:.2e}", flush=True)
 
     from bench_overhead import measure  # noqa: E402  (beside this file)
@@ -192,14 +208,16 @@ def main(argv=None):
         f"paths interleaved in a shuffled order, {INPUT_SETS} rotating input sets, median of {args.rounds} "
         f"rounds after {args.warmup} warm-up rounds. 'back to back': events around {args.steps} steps of "
         f"one path enqueued one after another, per step; 'after a sync': one step that starts with the "
-        f"GPU idle and the host waiting. eager/this > 1 means faster than PyTorch eager.",
+        f"GPU idle and the host waiting. eager/this > 1 means faster than PyTorch eager; 'per round': "
+        f"eager's time over this path's in the same round, median and quartiles over the rounds.",
         "",
-        "| shape (tok,in,out) | path | ms back to back | TFLOP/s | eager/this | ms after a sync | "
-        "eager/this after a sync | max rel. diff vs eager |",
-        "|---|---|---|---|---|---|---|---|",
+        "| shape (tok,in,out) | path | ms back to back | TFLOP/s | eager/this | eager/this per round, "
+        "median (quartiles) | ms after a sync | eager/this after a sync | max rel. diff vs eager |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    lines += [f"| {s} | {n} | {ms:.3f} | {tf:.1f} | {sp:.3f} | {sms:.3f} | {ssp:.3f} | {d:.1e} |"
-              for s, n, ms, tf, sp, sms, ssp, d in table]
+    lines += [f"| {s} | {n} | {ms:.3f} | {tf:.1f} | {sp:.3f} | {pr[0]:.3f} ({pr[1]:.3f}-{pr[2]:.3f}) | {sms:.3f} | "
+              f"{ssp:.3f} | {d:.1e} |"
+              for s, n, ms, tf, sp, sms, ssp, d, pr in table]
     for name in dict.fromkeys(row[1] for row in table):
         if name == "PyTorch eager":
             continue
@@ -207,8 +225,11 @@ def main(argv=None):
         mean = statistics.geometric_mean([row[4] for row in rows])
         mean_sync = statistics.geometric_mean([row[6] for row in rows])
         slower = sum(1 for row in rows if row[4] < 1.0)
+        # Slower in at least three rounds of four: the upper quartile of the per-round ratio below 1.
+        mostly_slower = sum(1 for row in rows if row[8][2] < 1.0)
         lines.append(f"\n{name}: eager/this geometric mean {mean:.3f} back to back ({slower} of {len(rows)} "
-                     f"shapes slower than eager), {mean_sync:.3f} after a sync.")
+                     f"shapes slower than eager; {mostly_slower} slower in at least three of four rounds), "
+                     f"{mean_sync:.3f} after a sync.")
     lines += ["", f"Python overhead of a small call (16,64,64), bf16, backend {backend}, host time per call:", "",
               "| path | us/call | over the C call |", "|---|---|---|"]
     lines += [f"| {name} | {us:.2f} | {over:.2f} |" for name, us, over in overhead]
