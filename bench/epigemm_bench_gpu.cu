@@ -33,7 +33,7 @@
 // device computation of the epilogue on the same fp32 GEMM result, and against cuBLASLt's where it
 // has the epilogue. Every time is the median of --reps single-call times (CUDA events) after
 // --warmup calls. Writes bench_gpu.csv, bench_gpu.md and bench_dispatch.md into --out (default
-// "."), prints the kernels' activation table and the dispatch summary last.
+// ".", made before the run), prints the kernels' activation table and the dispatch summary last.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -580,8 +580,8 @@ int main(int argc, char** argv) {
       if (value() != "bf16") die("--dtype: only bf16 is benchmarked on the GPU so far");
     } else if (arg == "--help" || arg == "-h") {
       std::printf("%s\n"
-                  "Writes bench_gpu.csv and bench_gpu.md into --out (default .); docs/dev/cuda_backend.md\n"
-                  "says how to read them.\n", kUsage);
+                  "Writes bench_gpu.csv, bench_gpu.md and bench_dispatch.md into --out (default: the\n"
+                  "current directory; created if missing). docs/dispatch.md says how to read them.\n", kUsage);
       return 0;
     } else {
       // A usage mistake: one line, exit code 2 (as the epigemm program's).
