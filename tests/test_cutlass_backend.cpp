@@ -908,11 +908,13 @@ TEST(CutlassBackend, EveryKernelOnShapesNotMultiplesOfTheTile) {
 
 // Matrices that TMA cannot move as they are, every kernel that takes them, in both dtypes, each as
 // given and with alpha = -0.75, beta = 0.5:
-//   - D and aux stored from the registers (DEFAULT and BIAS in the four layouts, every forward
-//     activation epilogue): leading dimensions of D and aux that are odd (ldd 139, ldaux 141) on
-//     136 x 200 x 72 (one full tile and 8 rows; 200 columns; one full 64-deep slice and 8), and on
-//     the fprop layout gemm_m = 137, D's contiguous extent odd (D's old values read element by
-//     element where beta != 0);
+//   - D and aux stored without TMA, through the staged tile (DEFAULT and BIAS in the four layouts,
+//     every forward activation epilogue): leading dimensions of D and aux that are odd (ldd 139,
+//     ldaux 141: written out element by element) on 136 x 200 x 72 (one full tile and 8 rows; 200
+//     columns; one full 64-deep slice and 8), and on the fprop layout gemm_m = 137, D's contiguous
+//     extent odd (D's old values read into the staged tile where beta != 0); ldd 140 and ldaux 138
+//     (written out 4 and 2 elements at a time) on both, where gemm_m = 137 leaves the last tile 9
+//     rows, which end inside a piece;
 //   - A and B copied into the workspace for TMA (every kernel, the activation gradients included):
 //     odd leading dimensions of A and B (lda, ldb 3 more than their rows: copies at a leading
 //     dimension rounded to 8); gemm_k = 70, A's or B's contiguous extent in every layout but NT (both
@@ -955,6 +957,14 @@ TEST(CutlassBackend, UnalignedMatricesThroughCopiesAndTheRegisters) {
     }
     for (const GemmCase& c : kernels(dtype, 137, 200, 72, false)) {
       if (c.transa == T && c.transb == N) run_as_given_and_accumulating(c);
+    }
+    for (const int64_t m : {136, 137}) {
+      for (GemmCase c : kernels(dtype, m, 200, 72, false)) {
+        if (m == 137 && (c.transa != T || c.transb != N)) continue;
+        c.ldd = 140;
+        if (c.has_aux()) c.ldaux = 138;
+        run_as_given_and_accumulating(c);
+      }
     }
     // A and B copied.
     for (GemmCase c : kernels(dtype, 136, 200, 72, /*backward=*/true)) {

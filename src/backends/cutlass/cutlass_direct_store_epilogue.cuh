@@ -1,27 +1,38 @@
-// An epilogue that stores D (and aux) from the accumulator registers, element by element, for the
-// calls whose D, aux or bias breaks the rules of CUTLASS's TMA epilogue (a 16-byte aligned base
-// address and leading dimension, a contiguous extent that is a multiple of 8): a GPT-2 output layer
-// with out_features = 50257, a layer of 4094 outputs. cuBLAS runs such calls 3-7x slower than the
-// aligned ones next to them (H200, bf16: 89-250 TFLOPS against 500-800), and our TMA kernels cannot
-// run them at all. Each thread writes the elements its wgmma accumulator fragment holds, with one
-// bounds test per element, so any leading dimension and any base address of D's element type is
-// taken. docs/dev/cutlass_backend.md, "Unaligned matrices: the epilogue from the registers".
+// An epilogue that stores D (and aux) without TMA, for the calls whose D, aux or bias breaks the
+// rules of CUTLASS's TMA epilogue (a 16-byte aligned base address and leading dimension, a
+// contiguous extent that is a multiple of 8): a GPT-2 output layer with out_features = 50257, a
+// layer of 4094 outputs. cuBLAS runs such calls 3-7x slower than the aligned ones next to them
+// (H200, bf16: 89-250 TFLOPS against 500-800), and our TMA kernels cannot run them at all.
+//
+// Each consumer thread computes the elements its wgmma accumulator fragment holds and writes them,
+// rounded to D's type, into a staged copy of the CTA tile in shared memory (SharedStorage); then the
+// warp group writes the tile out column by column, each warp a whole column of 128 rows (256 bytes)
+// at a time, in the widest pieces that D's address and leading dimension allow (8, 4 or 2 bytes).
+// Written straight from the fragment, a warp's store covers 16 bytes of each of four columns, and
+// such stores ran at about 0.6 TB/s on H100 and H200 whatever the shape: they, not the main loop,
+// set the time of these calls. Any leading dimension and any base address of D's element type is
+// taken; the bounds are tested where the tile is written out. docs/dev/cutlass_backend.md,
+// "Unaligned matrices: the epilogue from the registers" and "Staged stores".
 //
 // What it computes is the forward family's algebra (cutlass_gemm.cuh): with acc the fp32
 // accumulator of A B,
 //   z = alpha acc + beta D_old (read only where beta != 0) + bias[i] (a null bias: nothing added);
 //   aux[i, j] = z (a null aux: no store); D[i, j] = Activation::forward(z)
 // in the order of docs/conventions.md (alpha and beta inside acc, then the bias). With the identity
-// and no aux it is DEFAULT and BIAS. The activation is the functor of core/epilogue_math.hpp.
+// and no aux it is DEFAULT and BIAS. The activation is the functor of core/epilogue_math.hpp. With
+// an aux, z is computed twice from the same registers (once for aux, once for D): the same
+// operations on the same values, so D is the activation of the very z that aux holds, unrounded.
 //
 // It has the interface of CUTLASS's DefaultEpilogue (cutlass/epilogue/collective/
 // default_epilogue.hpp), which CUTLASS's Sm90TmaWarpSpecializedAdapter turns into an epilogue of its
 // warp-specialized sm90 kernels (ours: the ping-pong kernel with a TMA main loop; A and B that TMA
-// cannot load are copied first, cutlass_staged_operands.hpp): no shared memory, no pipeline of its
-// own, the stores issued by the consumer warp groups themselves.
+// cannot load are copied first, cutlass_staged_operands.hpp): no pipeline of its own, the stores
+// issued by the consumer warp groups themselves. The ping-pong kernel orders the two warp groups'
+// epilogues (its math warp group order barrier), so one staged tile serves both.
 #pragma once
 
 #include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
 #include <cutlass/cutlass.h>
 #include <cutlass/epilogue/collective/detail.hpp>
 #include <cutlass/epilogue/dispatch_policy.hpp>
@@ -58,7 +69,16 @@ class DirectStoreEpilogue {
   using GmemTiledCopyC = void;
   using GmemTiledCopyD = void;
 
-  struct SharedStorage {};
+  // The staged tile: one CTA tile (128 x 128) of D or aux in D's element type, column-major like D,
+  // each column padded by 8 elements so that a warp's stores of its fragment (8 rows of each of 8
+  // columns) fall on 16 different banks. 34 KB, taken from the main loop's stages
+  // (StageCountAutoCarveout in cutlass_gemm.cuh).
+  static constexpr int kStagedRows = 128;
+  static constexpr int kStagedColumns = 128;
+  static constexpr int kStagedLd = kStagedRows + 8;
+  struct SharedStorage {
+    alignas(16) Element tile[kStagedColumns * kStagedLd];
+  };
   using TensorStorage = SharedStorage;
 
   // The epilogue's own arguments, with the members the families' set() write
@@ -112,7 +132,7 @@ class DirectStoreEpilogue {
             class TiledMma, class ResidueMNK>
   CUTLASS_DEVICE void operator()(ProblemShapeMNKL problem_shape_mnkl, BlockShapeMNK blk_shape_mnk,
                                  BlockCoordMNKL blk_coord_mnkl, cute::Tensor<FrgEngine, FrgLayout> const& accumulators,
-                                 TiledMma tiled_mma, ResidueMNK, int thread_idx, char*) {
+                                 TiledMma tiled_mma, ResidueMNK, int thread_idx, char* smem_buf) {
     using namespace cute;
     static_assert(is_static<BlockShapeMNK>::value, "the CTA tile must be static");
     static_assert(is_static<FrgLayout>::value, "the accumulator layout must be static");
@@ -142,13 +162,19 @@ class DirectStoreEpilogue {
     // grid rounded up to its tile order's runs (cutlass_tile_config.hpp, scheduled_grid).
     if (int64_t(m_coord) * kTileM >= M || int64_t(n_coord) * kTileN >= N) return;
 
-    // C is D itself (cutlass_gemm.cuh's arguments): D's old values are read where D is written.
+    static_assert(kTileM == kStagedRows && kTileN == kStagedColumns, "the staged tile is the CTA tile");
+
     const int64_t ld_d = get<1>(params_.dD);
     const int64_t ld_aux = get<1>(params_.thread.dAux);
-    Element* const d_first = params_.ptr_D + (m_first + n_first * ld_d);
-    Element* const aux_first =
-        params_.thread.aux_ptr == nullptr ? nullptr : params_.thread.aux_ptr + (m_first + n_first * ld_aux);
     const Element* const bias_first = params_.thread.bias_ptr == nullptr ? nullptr : params_.thread.bias_ptr + m_first;
+    // This thread's first element's place in the staged tile, and the tile's first element in D
+    // and aux.
+    const int m_tile = m_coord * kTileM, n_tile = n_coord * kTileN;
+    Element* const staged = reinterpret_cast<Element*>(smem_buf);
+    Element* const staged_first = staged + ((m_first - m_tile) + (n_first - n_tile) * kStagedLd);
+    Element* const d_tile = params_.ptr_D + (m_tile + n_tile * ld_d);
+    Element* const aux_tile = params_.thread.aux_ptr == nullptr ? nullptr : params_.thread.aux_ptr + (m_tile + n_tile * ld_aux);
+    const int tile_rows = min(kTileM, M - m_tile), tile_columns = min(kTileN, N - n_tile);
 
     const float alpha = params_.thread.alpha, beta = params_.thread.beta;
     const bool reads_source = beta != 0.0f;
@@ -159,8 +185,7 @@ class DirectStoreEpilogue {
     // mode steps one column, the second 8 rows, the third 8 columns; MMA_M steps 64 rows and MMA_N
     // a whole atom's columns. So a thread's rows are set by the second value mode and MMA_M alone,
     // and their bias is read once, before the stores (4 values in a ping-pong warp group's
-    // 128 x 128 tile, 2 in a cooperative one's half): a load of D's element type after a store of
-    // it could not be kept across the stores.
+    // 128 x 128 tile, 2 in a cooperative one's half).
     static_assert(rank(FrgLayout{}) == 3 && rank<0>(FrgLayout{}) == 3 && size<0, 0>(FrgLayout{}) == 2 &&
                       size<0, 1>(FrgLayout{}) == 2,
                   "an sm90 wgmma accumulator fragment, ((2, 2, N / 8), MMA_M, MMA_N)");
@@ -179,20 +204,22 @@ class DirectStoreEpilogue {
       }
     }
 
-    // One element: z = alpha acc + beta D_old + bias[row]; aux = z; D = act(z).
-    auto store = [&](auto element, float bias) {
+    // One element into the staged tile: z = alpha acc + beta D_old + bias[row], then z itself
+    // (aux) or act(z) (D). D_old is the staged tile's value at the element's place (read in before,
+    // where beta != 0), which the same thread then overwrites.
+    auto stage = [&](auto element, float bias, auto activated) {
       const int row = get<0>(coordinates(element)) - m_first;     // a constant once unrolled
       const int column = get<1>(coordinates(element)) - n_first;  // likewise
-      Element* const d = d_first + (row + column * ld_d);
+      Element& place = staged_first[row + column * kStagedLd];
       float z = alpha * accumulators(element);
-      if (reads_source) z += beta * to_float(*d);
+      if (reads_source) z += beta * to_float(place);
       if (adds_bias) z += bias;
-      if (aux_first != nullptr) aux_first[row + column * ld_aux] = to_element(z);
-      *d = to_element(Activation::forward(z));
+      place = to_element(decltype(activated)::value ? Activation::forward(z) : z);
     };
-    // Every element in the fragment's order; `tested`: only those inside the problem. A tile inside
-    // it (all but the last row and column of tiles) runs the loop without the test.
-    auto store_all = [&](auto tested) {
+    // Every element in the fragment's order; `tested`: only those inside the problem (a tile inside
+    // it, all but the last row and column of tiles, runs the loop without the test). The elements
+    // past the end are not staged, and not written out.
+    auto stage_all = [&](auto tested, auto activated) {
       CUTLASS_PRAGMA_UNROLL
       for (int mma_n = 0; mma_n < kMmaN; ++mma_n) {
         CUTLASS_PRAGMA_UNROLL
@@ -205,7 +232,7 @@ class DirectStoreEpilogue {
               for (int column = 0; column < 2; ++column) {
                 const auto element = make_coord(make_coord(column, row_step, column_step), mma_m, mma_n);
                 if (!decltype(tested)::value || elem_less(coordinates(element), make_coord(M, N))) {
-                  store(element, bias_of_row[row_step][mma_m]);
+                  stage(element, bias_of_row[row_step][mma_m], activated);
                 }
               }
             }
@@ -213,14 +240,79 @@ class DirectStoreEpilogue {
         }
       }
     };
-    if ((int64_t(m_coord) + 1) * kTileM <= M && (int64_t(n_coord) + 1) * kTileN <= N) {
-      store_all(cute::false_type{});
-    } else {
-      store_all(cute::true_type{});
-    }
+    const bool whole_tile = tile_rows == kTileM && tile_columns == kTileN;
+    // The warp group's 128 threads: the staged tile is complete, or has been written out.
+    auto staged_tile_barrier = [] {
+      cutlass::arch::NamedBarrier::sync(kWarpGroupThreads, cutlass::arch::ReservedNamedBarriers::EpilogueBarrier);
+    };
+    // Stage, then write out: aux (z) first, then D (act(z)). C is D itself (cutlass_gemm.cuh's
+    // arguments): where beta != 0, D's old values are read into the staged tile before each of the
+    // two, and D is written only after both.
+    auto stage_and_write = [&](auto activated, Element* tile, int64_t ld) {
+      if (reads_source) {
+        copy_tile</*kToStaged=*/true>(staged, d_tile, ld_d, tile_rows, tile_columns, thread_idx);
+        staged_tile_barrier();
+      }
+      if (whole_tile) {
+        stage_all(cute::false_type{}, activated);
+      } else {
+        stage_all(cute::true_type{}, activated);
+      }
+      staged_tile_barrier();
+      copy_tile</*kToStaged=*/false>(staged, tile, ld, tile_rows, tile_columns, thread_idx);
+      staged_tile_barrier();  // before the staged tile is written again (by this or the other group)
+    };
+    if (aux_tile != nullptr) stage_and_write(cute::false_type{}, aux_tile, ld_aux);
+    stage_and_write(cute::true_type{}, d_tile, ld_d);
   }
 
  private:
+  static constexpr int kWarpGroupThreads = 128;
+
+  // Copies the staged tile's first `rows` x `columns` elements to `matrix` (kToStaged false: the
+  // tile's first element there, leading dimension ld), or from it (kToStaged true): warp w copies
+  // columns w, w + 4, ..., each lane kVector consecutive rows of 32 kVector at a time, so that one
+  // instruction covers 64-256 consecutive bytes of a column of the matrix. kVector is the widest of
+  // 4, 2 and 1 elements that the matrix's address and ld keep aligned (the tile's first row is a
+  // multiple of 128, so every piece is).
+  template <bool kToStaged, int kVector>
+  CUTLASS_DEVICE static void copy_tile_pieces(Element* staged, Element* matrix, int64_t ld, int rows, int columns,
+                                              int thread_idx) {
+    using Piece = std::conditional_t<kVector == 4, uint2, std::conditional_t<kVector == 2, uint32_t, uint16_t>>;
+    static_assert(sizeof(Piece) == kVector * sizeof(Element), "a piece is kVector elements");
+    const int warp = thread_idx / 32, lane = thread_idx % 32;
+    constexpr int kWarps = kWarpGroupThreads / 32;
+    for (int column = warp; column < columns; column += kWarps) {
+      Element* const staged_column = staged + column * kStagedLd;
+      Element* const matrix_column = matrix + column * ld;
+      Element* const to = kToStaged ? staged_column : matrix_column;
+      const Element* const from = kToStaged ? matrix_column : staged_column;
+      CUTLASS_PRAGMA_UNROLL
+      for (int row = lane * kVector; row < kStagedRows; row += 32 * kVector) {
+        if (row + kVector <= rows) {
+          *reinterpret_cast<Piece*>(to + row) = *reinterpret_cast<const Piece*>(from + row);
+        } else {
+          CUTLASS_PRAGMA_UNROLL
+          for (int e = 0; e < kVector; ++e) {
+            if (row + e < rows) to[row + e] = from[row + e];
+          }
+        }
+      }
+    }
+  }
+  template <bool kToStaged>
+  CUTLASS_DEVICE static void copy_tile(Element* staged, Element* matrix, int64_t ld, int rows, int columns,
+                                       int thread_idx) {
+    const auto address = reinterpret_cast<uintptr_t>(matrix);
+    if (address % (4 * sizeof(Element)) == 0 && ld % 4 == 0) {
+      copy_tile_pieces<kToStaged, 4>(staged, matrix, ld, rows, columns, thread_idx);
+    } else if (address % (2 * sizeof(Element)) == 0 && ld % 2 == 0) {
+      copy_tile_pieces<kToStaged, 2>(staged, matrix, ld, rows, columns, thread_idx);
+    } else {
+      copy_tile_pieces<kToStaged, 1>(staged, matrix, ld, rows, columns, thread_idx);
+    }
+  }
+
   Params params_;
 };
 

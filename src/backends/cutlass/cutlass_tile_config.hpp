@@ -619,10 +619,11 @@ struct Pingpong {
 };
 
 // The 128 x 128 ping-pong tile with the epilogue of cutlass_direct_store_epilogue.cuh, for the D,
-// aux or bias that TMA cannot move (MatrixMovement): they are read and stored element by element from
-// the registers, with no shared memory, so the main loop keeps all of it; D's old values read the
-// same way where beta != 0 (one kernel for every beta). A and B through TMA; each consumer warp
-// group's stores then overlap the other's main loop.
+// aux or bias that TMA cannot move (MatrixMovement): the bias and D's old values (where beta != 0,
+// one kernel for every beta) are read element by element from the registers' places, and D and aux
+// are staged through a tile in shared memory (34 KB of it, taken from the main loop's stages) and
+// written out a column at a time. A and B through TMA; each consumer warp group's stores then
+// overlap the other's main loop.
 struct DirectStore {
   using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
