@@ -299,8 +299,8 @@ GemmCall staged_call(const GemmCall& call, const Staging& staging) {
 
 // How the kernel can move the call's matrices (cutlass_tile_config.hpp, MatrixMovement), or why no
 // kernel can: TMA stores where D, aux and the vectors keep TMA's rules (the bias and the bias gradient
-// 16-byte aligned, for their vector loads and stores), else D, aux and the bias from the registers
-// (any address of their element type); A and B through TMA, from copies in the workspace where they
+// 16-byte aligned, for their vector loads and stores), else D and aux staged through shared memory and the bias
+// read element by element (any address of their element type); A and B through TMA, from copies in the workspace where they
 // break its rules (staging_of).
 struct Movement {
   bool possible = true;

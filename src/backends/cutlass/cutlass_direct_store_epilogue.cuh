@@ -12,7 +12,8 @@
 // such stores ran at about 0.6 TB/s on H100 and H200 whatever the shape: they, not the main loop,
 // set the time of these calls. Any leading dimension and any base address of D's element type is
 // taken; the bounds are tested where the tile is written out. docs/dev/cutlass_backend.md,
-// "Unaligned matrices: the epilogue from the registers" and "Staged stores".
+// "Unaligned matrices: the epilogue from the registers" and "Staged stores for the unaligned
+// epilogue".
 //
 // What it computes is the forward family's algebra (cutlass_gemm.cuh): with acc the fp32
 // accumulator of A B,

@@ -20,8 +20,8 @@
 //                              summed in fp32 from the unrounded g: each tile writes its partial
 //                              row sums to the workspace, then a kernel of its own adds them in
 //                              tile order (no atomics: deterministic for a fixed tile shape).
-// The first two also run with the epilogue of cutlass_direct_store_epilogue.cuh, which stores D
-// and aux from the registers (the direct-store configuration, for a D, aux or bias TMA cannot move):
+// The first two also run with the epilogue of cutlass_direct_store_epilogue.cuh, which stages D
+// and aux through shared memory (the direct-store configuration, for a D, aux or bias TMA cannot move):
 // CollectiveEpilogueOf below picks it where the configuration says kDirectStore.
 #pragma once
 
@@ -194,7 +194,7 @@ struct FusionOperationOf<Family, false> {
 };
 
 // The collective epilogue of a family in a configuration: CUTLASS's TMA epilogue with the family's
-// fusion operation, or where the configuration stores from the registers, ours with the family's
+// fusion operation, or where the configuration stores without TMA, ours with the family's
 // activation (a family without StoredActivation has no such configuration: instantiated_in).
 template <class Config, class Family, class Element, class ElementC, bool kDirectStore = Config::kDirectStore>
 struct CollectiveEpilogueOf {

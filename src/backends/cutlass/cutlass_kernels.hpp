@@ -119,7 +119,7 @@ enum class KernelFamily { linear_combination_bias, forward_activation_aux, backw
 //                                         columns make one wave (128 tiles of 1024 x 3072 where
 //                                         128 x 128 makes 192)
 //   pingpong_128x128x64_direct_store      the ping-pong 128 x 128 tile with TMA loads of A and B and
-//                                         an epilogue that stores D and aux from the registers
+//                                         an epilogue that stages D and aux in shared memory
 //                                         (cutlass_direct_store_epilogue.cuh): for D, aux or a bias
 //                                         that TMA cannot store or vector loads cannot read
 //                                         (DEFAULT, BIAS and the forward activation epilogues)

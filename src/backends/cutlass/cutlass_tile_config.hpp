@@ -23,7 +23,7 @@ namespace cutlass_backend {
 //                              and strides, contiguous extents multiples of 8), the bias read in
 //                              16-byte vectors: every tile configuration but the direct-store one
 //   tma_loads_register_stores  TMA loads A and B; D, aux and the bias, which break those rules, are
-//                              stored and read element by element from the registers
+//                              staged through shared memory (the bias: read element by element)
 //                              (pingpong_128x128x64_direct_store)
 // Either way, an A or B that breaks TMA's rules is first copied into the workspace where a copy
 // can keep them (cutlass_staged_operands.hpp).
@@ -509,10 +509,11 @@ inline double backward_gradient_time_ratio(double fill, int64_t gemm_k) {
 // "Unaligned matrices"): the forward pass of three 50257-output layers (D's rows 2-byte aligned),
 // cutlass's DEFAULT and BIAS at 0.17-0.22 of cuBLAS's plain GEMM and its activation epilogues at
 // 0.25-0.38, where the cuda backend took 1.08-1.13; their data gradients (dY and W copied) at
-// 0.42-0.56 (cuda 0.92-1.01); 3001,1022,4094's forward pass (X and W copied, D from the registers)
-// at 0.96-0.98 for DEFAULT and BIAS and 1.29 on geomean for the activation epilogues (cuda 1.32;
-// cuda faster on 8 of 18, by up to 18%: the aux stores from the registers), 14:33 UTC on
-// 2026-12-05 (bench/results/h200-2026-12-05-copies/).
+// 0.42-0.56 (cuda 0.92-1.01), 14:33 UTC on 2026-12-05 (bench/results/h200-2026-12-05-copies/);
+// 3001,1022,4094's forward pass (X and W copied, D and aux staged through shared memory) at
+// 0.71-0.72 for DEFAULT and BIAS and 1.02 on geomean for the activation epilogues, cuda faster on 2
+// of 18 (ACT_AUX(gelu_erf) by 10%, ACT_AUX_BIAS(gelu_erf) by 1%), 17:14 UTC on 2026-12-07
+// (bench/results/h200-2026-12-07-staged-stores/).
 inline int auto_priority_for(const GemmCall& call, const DeviceFacts& device,
                              MatrixMovement movement = MatrixMovement::tma, bool copies_operands = false) {
   if (movement != MatrixMovement::tma || copies_operands) return 35;
@@ -619,10 +620,10 @@ struct Pingpong {
 };
 
 // The 128 x 128 ping-pong tile with the epilogue of cutlass_direct_store_epilogue.cuh, for the D,
-// aux or bias that TMA cannot move (MatrixMovement): the bias and D's old values (where beta != 0,
-// one kernel for every beta) are read element by element from the registers' places, and D and aux
-// are staged through a tile in shared memory (34 KB of it, taken from the main loop's stages) and
-// written out a column at a time. A and B through TMA; each consumer warp group's stores then
+// aux or bias that TMA cannot move (MatrixMovement): the bias is read element by element, and D and
+// aux are staged through a tile in shared memory (34 KB of it, taken from the main loop's stages)
+// and written out a column at a time, D's old values read into it first where beta != 0 (one
+// kernel for every beta). A and B through TMA; each consumer warp group's stores then
 // overlap the other's main loop.
 struct DirectStore {
   using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
