@@ -5,8 +5,9 @@ for; the GPU queue is drained between rounds):
   C call             epigemm_linear_fprop called directly from C++ (the extension's timing helper)
   extension call     the extension's method alone: operands read in C++, then the C call
   ops, out=          epigemm.linear_fprop(X, W, b, out=Y)
-  ops, allocating    epigemm.linear_fprop(X, W, b) (plain CUDA tensors: read and allocated in C++
-                     where the package has its PyTorch operators)
+  ops, allocating    epigemm.linear_fprop(X, W, b)
+                     (plain CUDA tensors: both read in C++, and allocated there, where the
+                     package has its PyTorch operators)
   torch.ops op       torch.ops.epigemm.linear(X, W, b) (the custom operator of epigemm.torch)
   epigemm.torch      epigemm.torch.linear with X requiring grad (custom operator + autograd)
   autograd.Function  the operation inside a plain torch.autograd.Function, for comparison
@@ -95,12 +96,14 @@ def measure(library, device_name, tokens, in_features, out_features, dtype_name,
     ctx = _ops._context(dev)
 
     c_name = "C call (epigemm_linear_fprop), in a C++ loop"
+    in_cpp = bool(lib.fast) and dev >= 0  # plain CUDA tensors: python/src/torch_ops.cpp's path
     paths = [
         (c_name, lambda: ctx.time_c_linear_fprop(X, W, b, Y, stream, workspace, calls)),
         ("extension call (operands read in C++ + C call)",
          lambda: ctx.linear_fprop(X, W, b, None, Y, 0, 0, False, stream, workspace)),
-        ("epigemm.linear_fprop(X, W, b, out=Y)", lambda: epigemm.linear_fprop(X, W, b, out=Y)),
-        ("epigemm.linear_fprop(X, W, b)" + (" (read and allocated in C++)" if lib.fast and dev >= 0 else ""),
+        ("epigemm.linear_fprop(X, W, b, out=Y)" + (" (read in C++)" if in_cpp else ""),
+         lambda: epigemm.linear_fprop(X, W, b, out=Y)),
+        ("epigemm.linear_fprop(X, W, b)" + (" (read and allocated in C++)" if in_cpp else ""),
          lambda: epigemm.linear_fprop(X, W, b)),
     ]
     if library == "torch":

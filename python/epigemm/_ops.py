@@ -166,11 +166,12 @@ def linear_fprop(X, W, bias=None, *, activation=None, save_preact=True, out=None
     save_preact = _bool(save_preact, "save_preact")
     lib = adapter(X)
     fast = lib.fast
-    if fast is not None and out is None and preact_out is None and stream is None:
-        # Plain CUDA tensors, outputs to allocate, the current stream: read and allocated in C++
-        # (python/src/torch_ops.cpp); None when it does not take the call, which then runs here.
+    if fast is not None and stream is None:
+        # Plain 2-d CUDA tensors, outputs to allocate or given as such, the current stream: read
+        # and allocated in C++ (python/src/torch_ops.cpp); None when it does not take the call,
+        # which then runs here.
         result = fast.linear_fprop(X, W, bias, _activation_code(activation), save_preact,
-                                   BACKENDS.get(backend), _bool(allow_tf32, "allow_tf32"))
+                                   BACKENDS.get(backend), _bool(allow_tf32, "allow_tf32"), out, preact_out)
         if result is not None:
             _STATE.last = fast  # its last_backend() reports this thread's calls on that path
             return result

@@ -488,27 +488,50 @@ at::Tensor mlp_forward_only(const at::Tensor& x, const at::Tensor& w1, const std
 
 // ---- epigemm.linear_fprop on CUDA tensors, from Python without the generic operand reader -------
 // The low-level operations read any array through Python attributes and allocate their outputs
-// from Python (epigemm/_ops.py): about 13 µs over the C call on the H200 machine for an allocating
-// call, 6 µs with out=. For the common case, plain CUDA tensors and outputs to allocate, this
-// reads the tensors in C++ (THPVariable_Unpack), allocates with at::empty and calls the C API on
-// this thread's context. It never raises: anything it does not take (another tensor type, a
-// layout, a shape or a dtype the call refuses, a failed call) returns None, and _ops.py runs the
-// generic path, which gives the library's message (a refused call has written nothing).
+// from Python (epigemm/_ops.py): 10-13 µs over the C call on an H200 machine for either kind of
+// call. For the common case, plain CUDA tensors, 2-d, outputs to allocate or given as plain
+// tensors of the right shape, this reads the tensors in C++ (THPVariable_Unpack), allocates what
+// is missing with at::empty and calls the C API on this thread's context. It never raises:
+// anything it does not take (another tensor type, a layout, a shape or a dtype the call refuses,
+// a failed call) returns None, and _ops.py runs the generic path, which gives the library's
+// message (a refused call has written nothing, so an out= given is untouched).
 
 // The plain tensors this path reads: torch.Tensor and nn.Parameter, on a CUDA device.
 bool plain_cuda_tensor(PyObject* o) { return THPVariable_CheckExact(o) && THPVariable_Unpack(o).is_cuda(); }
 
+// An output argument this path takes: None, or a plain CUDA tensor [rows, cols] on `device` with
+// rows as the C API reads them (its dtype is the C API's to check).
+bool output_or_none(PyObject* o, int64_t rows, int64_t cols, const at::Device& device) {
+  if (o == Py_None) return true;
+  if (!plain_cuda_tensor(o)) return false;
+  const at::Tensor& t = THPVariable_Unpack(o);
+  return t.dim() == 2 && t.size(0) == rows && t.size(1) == cols && t.device() == device &&
+         has_rows_as_the_c_api_reads_them(t);
+}
+
+// The caller's output (a new reference to the same object) or a new one from `made`.
+PyObject* output_object(PyObject* given, at::Tensor made) {
+  if (given != Py_None) {
+    Py_INCREF(given);
+    return given;
+  }
+  return THPVariable_Wrap(std::move(made));
+}
+
 // linear_fprop(X [tokens, in], W [out, in], bias [out] or None, activation code, save_preact,
-// backend code, allow_tf32) -> Y [tokens, out], (Y, pre) with an activation and save_preact, or
-// None (see above).
+// backend code, allow_tf32, out [tokens, out] or None, preact_out [tokens, out] or None)
+// -> Y [tokens, out], (Y, pre) with an activation that writes its pre-activation (save_preact or
+// preact_out given), or None (see above). Y and pre are the objects given as out= and preact_out=.
 PyObject* python_linear_fprop(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 7 || !plain_cuda_tensor(args[0]) || !plain_cuda_tensor(args[1]) ||
+  if (nargs != 9 || !plain_cuda_tensor(args[0]) || !plain_cuda_tensor(args[1]) ||
       (args[2] != Py_None && !plain_cuda_tensor(args[2])) || !PyLong_Check(args[3]) || !PyLong_Check(args[5])) {
     Py_RETURN_NONE;
   }
   const at::Tensor& x = THPVariable_Unpack(args[0]);
   const at::Tensor& w = THPVariable_Unpack(args[1]);
   const at::Tensor bias = args[2] == Py_None ? at::Tensor() : THPVariable_Unpack(args[2]);
+  PyObject* const given_y = args[7];
+  PyObject* const given_pre = args[8];
   const long act = PyLong_AsLong(args[3]), backend = PyLong_AsLong(args[5]);
   const bool save_preact = PyObject_IsTrue(args[4]) == 1, allow_tf32 = PyObject_IsTrue(args[6]) == 1;
   if (PyErr_Occurred()) {
@@ -521,6 +544,11 @@ PyObject* python_linear_fprop(PyObject*, PyObject* const* args, Py_ssize_t nargs
                           bias.device() != x.device()))) {
     Py_RETURN_NONE;
   }
+  if (!output_or_none(given_y, x.size(0), w.size(0), x.device()) ||
+      !output_or_none(given_pre, x.size(0), w.size(0), x.device()) ||
+      (given_pre != Py_None && act == EPIGEMM_ACTIVATION_IDENTITY)) {
+    Py_RETURN_NONE;  // the generic path checks these and says what is wrong
+  }
   switch (x.scalar_type()) {
     case at::kFloat:
     case at::kHalf:
@@ -529,14 +557,21 @@ PyObject* python_linear_fprop(PyObject*, PyObject* const* args, Py_ssize_t nargs
   }
   try {
     // forward() raises on a refused or failed call (caught below: None).
-    const bool write_pre = act != EPIGEMM_ACTIVATION_IDENTITY && save_preact;
-    at::Tensor pre = write_pre ? at::empty({x.size(0), w.size(0)}, x.options()) : at::Tensor();
+    // As the generic path: a preact_out given is written even without save_preact.
+    const bool write_pre = act != EPIGEMM_ACTIVATION_IDENTITY && (save_preact || given_pre != Py_None);
+    at::Tensor pre;
+    if (given_pre != Py_None) {
+      pre = THPVariable_Unpack(given_pre);
+    } else if (write_pre) {
+      pre = at::empty({x.size(0), w.size(0)}, x.options());
+    }
+    const at::Tensor y_given = given_y == Py_None ? at::Tensor() : THPVariable_Unpack(given_y);
     at::Tensor y = forward(x, w, bias, static_cast<epigemm_activation_t>(act), pre,
-                           static_cast<epigemm_backend_t>(backend), allow_tf32);
+                           static_cast<epigemm_backend_t>(backend), allow_tf32, y_given);
     thread_state().last_python_device = int(x.get_device());
-    if (!write_pre) return THPVariable_Wrap(std::move(y));
-    PyObject* py_y = THPVariable_Wrap(std::move(y));
-    PyObject* py_pre = py_y == nullptr ? nullptr : THPVariable_Wrap(std::move(pre));
+    if (!write_pre) return output_object(given_y, std::move(y));
+    PyObject* py_y = output_object(given_y, std::move(y));
+    PyObject* py_pre = py_y == nullptr ? nullptr : output_object(given_pre, std::move(pre));
     if (py_pre == nullptr) {
       Py_XDECREF(py_y);
       return nullptr;
@@ -566,7 +601,7 @@ PyObject* python_last_backend(PyObject*, PyObject*) {
 
 PyMethodDef python_methods[] = {
     {"linear_fprop", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(python_linear_fprop)), METH_FASTCALL,
-     "linear_fprop(X, W, bias, activation, save_preact, backend, allow_tf32) -> Y, (Y, pre) or None"},
+     "linear_fprop(X, W, bias, activation, save_preact, backend, allow_tf32, out, preact_out) -> Y, (Y, pre) or None"},
     {"last_backend", python_last_backend, METH_NOARGS, "last_backend() -> (name, reason) of this thread's last call"},
     {nullptr, nullptr, 0, nullptr}};
 

@@ -546,45 +546,81 @@ def test_cpp_operators_refuse_what_the_python_path_refuses():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_allocating_calls_on_cuda_tensors_take_the_cpp_path(dtype):
-    """epigemm.linear_fprop on plain CUDA tensors with its outputs to allocate is read and
-    allocated in C++ (python/src/torch_ops.cpp): bitwise the results of the out= path, and
+def test_calls_on_plain_cuda_tensors_take_the_cpp_path(dtype):
+    """epigemm.linear_fprop on plain 2-d CUDA tensors, outputs allocated or given (out=,
+    preact_out=), is read in C++ (python/src/torch_ops.cpp): bitwise the results of the generic
+    path (which an explicit stream= runs), the objects given are the ones returned, and
     last_backend() tells what ran. A call that path does not take runs the generic path, which
-    raises the library's message."""
+    raises the library's message and leaves the outputs given untouched."""
     cpp_operators_only()
     cuda_only()
     from epigemm import _arrays, _ops
 
     fast = _arrays.adapter(torch.empty(0)).fast
     assert fast is not None
+    stream = torch.cuda.current_stream()
     torch.manual_seed(11)
     X = torch.randn(24, 40, device="cuda").to(dtype)
     W = torch.nn.Parameter(torch.randn(56, 40, device="cuda").to(dtype))
     b = torch.randn(56, device="cuda").to(dtype)
+
+    def filled(value):
+        return torch.full((24, 56), value, device="cuda", dtype=dtype)
+
     for activation, bias, save_preact in ((None, b, True), ("gelu_tanh", b, True), ("gelu_erf", None, True),
                                           ("relu", b, False)):
         code = _ops.ACTIVATIONS[activation]
-        assert fast.linear_fprop(X, W, bias, code, save_preact, 0, False) is not None  # the path takes it
+        assert fast.linear_fprop(X, W, bias, code, save_preact, 0, False, None, None) is not None  # taken
         got = epigemm.linear_fprop(X, W, bias, activation=activation, save_preact=save_preact)
         name, reason = epigemm.last_backend()
         assert name in ("cuda", "cublaslt", "cutlass") and reason
-        Y = torch.full((24, 56), 7.0, device="cuda", dtype=dtype)
-        pre = torch.full((24, 56), 7.0, device="cuda", dtype=dtype) if activation and save_preact else None
-        epigemm.linear_fprop(X, W, bias, activation=activation, out=Y, preact_out=pre)
-        if pre is None:
-            assert isinstance(got, torch.Tensor) and torch.equal(got, Y)
+        want = epigemm.linear_fprop(X, W, bias, activation=activation, save_preact=save_preact, stream=stream)
+        writes_pre = activation is not None and save_preact
+        assert isinstance(got, tuple) == writes_pre
+        for got_part, want_part in zip(got if writes_pre else (got,), want if writes_pre else (want,)):
+            assert torch.equal(got_part, want_part)
+        # Given outputs: written in place and returned as the same objects, preact_out even
+        # without save_preact.
+        Y = filled(7.0)
+        assert fast.linear_fprop(X, W, bias, code, save_preact, 0, False, Y, None) is not None
+        Y = filled(7.0)
+        result = epigemm.linear_fprop(X, W, bias, activation=activation, save_preact=save_preact, out=Y)
+        if writes_pre:
+            assert result[0] is Y and torch.equal(Y, want[0]) and torch.equal(result[1], want[1])
         else:
-            assert torch.equal(got[0], Y) and torch.equal(got[1], pre)
-    # A backend asked by name runs there.
+            assert result is Y and torch.equal(Y, want)
+        if activation is not None:
+            Y, pre = filled(7.0), filled(7.0)
+            result = epigemm.linear_fprop(X, W, bias, activation=activation, save_preact=False, out=Y, preact_out=pre)
+            assert result[0] is Y and result[1] is pre
+            Y_want, pre_want = filled(5.0), filled(5.0)
+            epigemm.linear_fprop(X, W, bias, activation=activation, out=Y_want, preact_out=pre_want, stream=stream)
+            assert torch.equal(Y, Y_want) and torch.equal(pre, pre_want)
+    # A backend asked by name runs there, with out= too.
     epigemm.linear_fprop(X, W, b, backend="cuda")
     assert epigemm.last_backend()[0] == "cuda"
-    # Not taken: mismatched columns (a view of W), a transposed X; the generic path decides.
-    assert fast.linear_fprop(X, W[:, :39], None, 0, True, 0, False) is None
+    epigemm.linear_fprop(X, W, b, backend="cuda", out=filled(0.0))
+    assert epigemm.last_backend()[0] == "cuda"
+    # Not taken: mismatched columns (a view of W), a transposed X, an out= of the wrong shape or
+    # a view without contiguous rows, a preact_out without an activation; the generic path decides.
+    assert fast.linear_fprop(X, W[:, :39], None, 0, True, 0, False, None, None) is None
     with pytest.raises(epigemm.InvalidValueError, match="W has 39 columns"):
         epigemm.linear_fprop(X, W[:, :39])
     Xt = X.t().contiguous().t()
-    assert fast.linear_fprop(Xt, W, b, 0, True, 0, False) is None
+    assert fast.linear_fprop(Xt, W, b, 0, True, 0, False, None, None) is None
     torch.testing.assert_close(epigemm.linear_fprop(Xt.contiguous(), W, b), epigemm.linear_fprop(X, W, b))
+    wide = torch.full((24, 57), 3.0, device="cuda", dtype=dtype)
+    assert fast.linear_fprop(X, W, b, 0, True, 0, False, wide, None) is None
+    with pytest.raises(epigemm.InvalidValueError):
+        epigemm.linear_fprop(X, W, b, out=wide)
+    assert torch.all(wide == 3.0)
+    Y_cols = torch.full((56, 24), 3.0, device="cuda", dtype=dtype).t()
+    assert fast.linear_fprop(X, W, b, 0, True, 0, False, Y_cols, None) is None
+    pre = filled(3.0)
+    assert fast.linear_fprop(X, W, b, 0, True, 0, False, None, pre) is None
+    with pytest.raises(epigemm.InvalidValueError, match="preact_out is given with activation None"):
+        epigemm.linear_fprop(X, W, b, preact_out=pre)
+    assert torch.all(pre == 3.0)
 
 
 # ---- what the modules do at the edges: no tokens, second derivatives, the modules an MLP holds ---
