@@ -209,8 +209,16 @@ def linear_dgrad(dY, W, *, preact=None, activation=None, bias_grad=False, out=No
     (or an output vector [in]) also gives that layer's bias gradient, the sum of dX over tokens.
     Returns dX, or (dX, bias_grad)."""
     lib = adapter(dY)
-    device = lib.device_of(dY, "dY")
     act = _activation_code(activation)
+    fast = lib.fast
+    if fast is not None and stream is None:
+        # As linear_fprop's: plain 2-d CUDA tensors, read in C++ (None: not taken, run here).
+        result = fast.linear_dgrad(dY, W, preact, act, _flag_or_output(bias_grad), out, BACKENDS.get(backend),
+                                   _bool(allow_tf32, "allow_tf32"))
+        if result is not None:
+            _STATE.last = fast
+            return result
+    device = lib.device_of(dY, "dY")
     in_features = _dim(W, 1)
     if out is None:
         out = lib.empty_like_rows(dY, _rows_shape(dY, in_features))
@@ -234,6 +242,14 @@ def linear_wgrad(X, dY, *, out=None, accumulate=False, bias_grad=False, backend=
     dY over tokens. Returns dW, or (dW, bias_grad)."""
     accumulate = _bool(accumulate, "accumulate")
     lib = adapter(X)
+    fast = lib.fast
+    if fast is not None and stream is None:
+        # As linear_fprop's: plain 2-d CUDA tensors, read in C++ (None: not taken, run here).
+        result = fast.linear_wgrad(X, dY, out, accumulate, _flag_or_output(bias_grad), BACKENDS.get(backend),
+                                   _bool(allow_tf32, "allow_tf32"))
+        if result is not None:
+            _STATE.last = fast
+            return result
     device = lib.device_of(X, "X")
     out_features = (_shape(dY) or (0,))[-1]
     _same_tokens(X, "X", dY, "dY")
@@ -252,6 +268,14 @@ def linear_wgrad(X, dY, *, out=None, accumulate=False, bias_grad=False, backend=
 def _is_numpy_bool(value):
     kind = type(value)  # numpy.bool (numpy.bool_ before NumPy 2)
     return kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_")
+
+
+def _flag_or_output(value):
+    """A bias_grad= argument as the C++ path takes it: True (allocate), None (none) or the output
+    given (anything else: that path leaves the call to the generic one)."""
+    if value is True or value is False or _is_numpy_bool(value):
+        return True if value else None
+    return value
 
 
 def _output_or_flag(value, allocate):

@@ -91,7 +91,7 @@ struct ThreadState {
   struct Context {
     epigemm_context_t handle = nullptr;
     // The backend and TF32 choice set on the handle: the operators run with the defaults (auto,
-    // no TF32), epigemm.linear_fprop's fast path with the caller's (python_linear_fprop below).
+    // no TF32), epigemm.linear_fprop's, _dgrad's and _wgrad's path with the caller's (below).
     epigemm_backend_t backend = EPIGEMM_BACKEND_AUTO;
     bool allow_tf32 = false;
     ~Context() { epigemm_context_destroy(handle); }
@@ -100,7 +100,7 @@ struct ThreadState {
   std::map<std::pair<int, void*>, at::Tensor> workspaces;
   // The pass's workspace query's answers: (pass, device, tokens, in, out, dtype, backend, TF32) -> bytes.
   std::map<std::tuple<int, int, int64_t, int64_t, int64_t, int, int, bool>, size_t> workspace_sizes;
-  // The device of this thread's last call through python_linear_fprop (-2: none yet).
+  // The device of this thread's last call through python_linear_fprop, _dgrad or _wgrad (-2: none yet).
   int last_python_device = -2;
 };
 
@@ -213,11 +213,15 @@ at::Tensor forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b
 
 // dx [tokens, in] = (dy [tokens, out] w [out, in]) * act'(pre [tokens, in]), and bias_grad [in],
 // the sum of dx over tokens, when `bias_grad` is defined. Without an activation, pre is undefined.
+// `dx_out`, where defined, is where dx goes (a [tokens, in] tensor with contiguous rows). The
+// operators run with auto and no TF32; epigemm.linear_dgrad's path passes the caller's choice.
 at::Tensor data_gradient(const at::Tensor& dy, const at::Tensor& w, const at::Tensor& pre, epigemm_activation_t act,
-                         const at::Tensor& bias_grad) {
+                         const at::Tensor& bias_grad, epigemm_backend_t backend = EPIGEMM_BACKEND_AUTO,
+                         bool allow_tf32 = false, const at::Tensor& dx_out = at::Tensor()) {
   const int64_t tokens = dy.size(0), in_features = w.size(1), out_features = w.size(0);
-  at::Tensor dx = at::empty({tokens, in_features}, dy.options());
-  const CallSite site = call_site(LinearQuery::dgrad, dy, tokens, in_features, out_features);
+  at::Tensor dx = dx_out.defined() ? dx_out : at::empty({tokens, in_features}, dy.options());
+  const CallSite site =
+      call_site(LinearQuery::dgrad, dy, tokens, in_features, out_features, backend, allow_tf32);
   const epigemm_tensor_t DY = rows_of(dy, "dy"), W = rows_of(w, "weight"), DX = rows_of(dx, "dx");
   if (pre.defined()) {
     const epigemm_tensor_t P = rows_of(pre, "pre-activation");
@@ -235,15 +239,20 @@ at::Tensor data_gradient(const at::Tensor& dy, const at::Tensor& w, const at::Te
 
 // dw [out, in] = dy [tokens, out]^T x [tokens, in], and bias_grad [out], the sum of dy over
 // tokens, when `bias_grad` is defined.
-// `dw_out`, where defined, is where dw goes (an [out, in] tensor with contiguous rows).
+// `dw_out`, where defined, is where dw goes (an [out, in] tensor with contiguous rows); with
+// `accumulate` dw is added to it. The operators never accumulate and run with auto and no TF32;
+// epigemm.linear_wgrad's path passes the caller's choice.
 at::Tensor weight_gradient(const at::Tensor& x, const at::Tensor& dy, const at::Tensor& bias_grad,
-                           const at::Tensor& dw_out = at::Tensor()) {
+                           const at::Tensor& dw_out = at::Tensor(), bool accumulate = false,
+                           epigemm_backend_t backend = EPIGEMM_BACKEND_AUTO, bool allow_tf32 = false) {
   const int64_t tokens = x.size(0), in_features = x.size(1), out_features = dy.size(1);
   at::Tensor dw = dw_out.defined() ? dw_out : at::empty({out_features, in_features}, x.options());
-  const CallSite site = call_site(LinearQuery::wgrad, x, tokens, in_features, out_features);
+  const CallSite site = call_site(accumulate ? LinearQuery::wgrad_accumulate : LinearQuery::wgrad, x, tokens,
+                                  in_features, out_features, backend, allow_tf32);
   const epigemm_tensor_t X = rows_of(x, "x"), DY = rows_of(dy, "dy"), DW = rows_of(dw, "dw");
   epigemm_vector_t BG{};
-  check_status(epigemm_linear_wgrad(site.ctx, &X, &DY, &DW, 0, vector_or_null(bias_grad, "bias_grad", &BG),
+  check_status(epigemm_linear_wgrad(site.ctx, &X, &DY, &DW, accumulate ? 1 : 0,
+                                    vector_or_null(bias_grad, "bias_grad", &BG),
                                     site.workspace, site.workspace_bytes, site.stream),
                site);
   return dw;
@@ -486,10 +495,10 @@ at::Tensor mlp_forward_only(const at::Tensor& x, const at::Tensor& w1, const std
                    at::Tensor());
 }
 
-// ---- epigemm.linear_fprop on CUDA tensors, from Python without the generic operand reader -------
+// ---- epigemm.linear_fprop, _dgrad and _wgrad on CUDA tensors, without the generic operand reader -
 // The low-level operations read any array through Python attributes and allocate their outputs
-// from Python (epigemm/_ops.py): 10-13 µs over the C call on an H200 machine for either kind of
-// call. For the common case, plain CUDA tensors, 2-d, outputs to allocate or given as plain
+// from Python (epigemm/_ops.py): 10-13 µs over the C call for a small forward on an H200
+// machine. For the common case, plain 2-d CUDA tensors, outputs to allocate or given as plain
 // tensors of the right shape, this reads the tensors in C++ (THPVariable_Unpack), allocates what
 // is missing with at::empty and calls the C API on this thread's context. It never raises:
 // anything it does not take (another tensor type, a layout, a shape or a dtype the call refuses,
@@ -499,9 +508,10 @@ at::Tensor mlp_forward_only(const at::Tensor& x, const at::Tensor& w1, const std
 // The plain tensors this path reads: torch.Tensor and nn.Parameter, on a CUDA device.
 bool plain_cuda_tensor(PyObject* o) { return THPVariable_CheckExact(o) && THPVariable_Unpack(o).is_cuda(); }
 
-// An output argument this path takes: None, or a plain CUDA tensor [rows, cols] on `device` with
-// rows as the C API reads them (its dtype is the C API's to check).
-bool output_or_none(PyObject* o, int64_t rows, int64_t cols, const at::Device& device) {
+// An optional matrix argument (an output, a saved pre-activation) this path takes: None, or a
+// plain CUDA tensor [rows, cols] on `device` with rows as the C API reads them (its dtype is the C
+// API's to check).
+bool matrix_or_none(PyObject* o, int64_t rows, int64_t cols, const at::Device& device) {
   if (o == Py_None) return true;
   if (!plain_cuda_tensor(o)) return false;
   const at::Tensor& t = THPVariable_Unpack(o);
@@ -518,75 +528,184 @@ PyObject* output_object(PyObject* given, at::Tensor made) {
   return THPVariable_Wrap(std::move(made));
 }
 
+// What a call returns: `first`, or (first, second) with `pair`; each the object given for it
+// (Py_None: none given) or a new one.
+PyObject* call_result(PyObject* given_first, at::Tensor first, bool pair, PyObject* given_second, at::Tensor second) {
+  PyObject* py_first = output_object(given_first, std::move(first));
+  if (!pair || py_first == nullptr) return py_first;
+  PyObject* py_second = output_object(given_second, std::move(second));
+  if (py_second == nullptr) {
+    Py_DECREF(py_first);
+    return nullptr;
+  }
+  PyObject* result = PyTuple_Pack(2, py_first, py_second);  // its own references (nullptr on failure)
+  Py_DECREF(py_first);
+  Py_DECREF(py_second);
+  return result;
+}
+
+// The tensor given for an optional output (undefined for None).
+at::Tensor given_tensor(PyObject* o) { return o == Py_None ? at::Tensor() : THPVariable_Unpack(o); }
+
+// Two operands of one call as this path takes them: rows as the C API reads them, one floating
+// dtype the library has, one device.
+bool operand_pair(const at::Tensor& a, const at::Tensor& b) {
+  if (!has_rows_as_the_c_api_reads_them(a) || !has_rows_as_the_c_api_reads_them(b) ||
+      a.scalar_type() != b.scalar_type() || a.device() != b.device()) {
+    return false;
+  }
+  switch (a.scalar_type()) {
+    case at::kFloat:
+    case at::kHalf:
+    case at::kBFloat16: return true;
+    default: return false;
+  }
+}
+
+// The integer and yes/no arguments of a call, read without raising (false: not taken).
+bool read_long(PyObject* o, long* value) {
+  if (!PyLong_Check(o)) return false;
+  *value = PyLong_AsLong(o);
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  return true;
+}
+bool read_bool(PyObject* o, bool* value) {
+  const int truth = PyObject_IsTrue(o);
+  if (truth < 0) {
+    PyErr_Clear();
+    return false;
+  }
+  *value = truth == 1;
+  return true;
+}
+
+// A bias gradient argument this path takes: None (none), True (allocate one of `extent`), or a
+// plain contiguous CUDA vector [extent] on `device`. Sets *wanted.
+bool bias_grad_or_flag(PyObject* o, int64_t extent, const at::Device& device, bool* wanted) {
+  *wanted = o != Py_None;
+  if (o == Py_None || o == Py_True) return true;
+  if (!plain_cuda_tensor(o)) return false;
+  const at::Tensor& t = THPVariable_Unpack(o);
+  return t.dim() == 1 && t.size(0) == extent && t.device() == device && (t.stride(0) == 1 || extent <= 1);
+}
+
 // linear_fprop(X [tokens, in], W [out, in], bias [out] or None, activation code, save_preact,
 // backend code, allow_tf32, out [tokens, out] or None, preact_out [tokens, out] or None)
 // -> Y [tokens, out], (Y, pre) with an activation that writes its pre-activation (save_preact or
 // preact_out given), or None (see above). Y and pre are the objects given as out= and preact_out=.
 PyObject* python_linear_fprop(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  long act = 0, backend = 0;
+  bool save_preact = false, allow_tf32 = false;
   if (nargs != 9 || !plain_cuda_tensor(args[0]) || !plain_cuda_tensor(args[1]) ||
-      (args[2] != Py_None && !plain_cuda_tensor(args[2])) || !PyLong_Check(args[3]) || !PyLong_Check(args[5])) {
+      (args[2] != Py_None && !plain_cuda_tensor(args[2])) || !read_long(args[3], &act) ||
+      !read_bool(args[4], &save_preact) || !read_long(args[5], &backend) || !read_bool(args[6], &allow_tf32)) {
     Py_RETURN_NONE;
   }
   const at::Tensor& x = THPVariable_Unpack(args[0]);
   const at::Tensor& w = THPVariable_Unpack(args[1]);
-  const at::Tensor bias = args[2] == Py_None ? at::Tensor() : THPVariable_Unpack(args[2]);
+  const at::Tensor bias = given_tensor(args[2]);
   PyObject* const given_y = args[7];
   PyObject* const given_pre = args[8];
-  const long act = PyLong_AsLong(args[3]), backend = PyLong_AsLong(args[5]);
-  const bool save_preact = PyObject_IsTrue(args[4]) == 1, allow_tf32 = PyObject_IsTrue(args[6]) == 1;
-  if (PyErr_Occurred()) {
-    PyErr_Clear();
-    Py_RETURN_NONE;
-  }
-  if (!has_rows_as_the_c_api_reads_them(x) || !has_rows_as_the_c_api_reads_them(w) || x.size(1) != w.size(1) ||
-      w.scalar_type() != x.scalar_type() || w.device() != x.device() ||
+  if (!operand_pair(x, w) || x.size(1) != w.size(1) ||
       (bias.defined() && (bias.dim() != 1 || bias.size(0) != w.size(0) || bias.scalar_type() != x.scalar_type() ||
-                          bias.device() != x.device()))) {
-    Py_RETURN_NONE;
-  }
-  if (!output_or_none(given_y, x.size(0), w.size(0), x.device()) ||
-      !output_or_none(given_pre, x.size(0), w.size(0), x.device()) ||
+                          bias.device() != x.device())) ||
+      !matrix_or_none(given_y, x.size(0), w.size(0), x.device()) ||
+      !matrix_or_none(given_pre, x.size(0), w.size(0), x.device()) ||
       (given_pre != Py_None && act == EPIGEMM_ACTIVATION_IDENTITY)) {
     Py_RETURN_NONE;  // the generic path checks these and says what is wrong
-  }
-  switch (x.scalar_type()) {
-    case at::kFloat:
-    case at::kHalf:
-    case at::kBFloat16: break;
-    default: Py_RETURN_NONE;
   }
   try {
     // forward() raises on a refused or failed call (caught below: None).
     // As the generic path: a preact_out given is written even without save_preact.
     const bool write_pre = act != EPIGEMM_ACTIVATION_IDENTITY && (save_preact || given_pre != Py_None);
-    at::Tensor pre;
-    if (given_pre != Py_None) {
-      pre = THPVariable_Unpack(given_pre);
-    } else if (write_pre) {
-      pre = at::empty({x.size(0), w.size(0)}, x.options());
-    }
-    const at::Tensor y_given = given_y == Py_None ? at::Tensor() : THPVariable_Unpack(given_y);
+    at::Tensor pre = given_tensor(given_pre);
+    if (write_pre && !pre.defined()) pre = at::empty({x.size(0), w.size(0)}, x.options());
     at::Tensor y = forward(x, w, bias, static_cast<epigemm_activation_t>(act), pre,
-                           static_cast<epigemm_backend_t>(backend), allow_tf32, y_given);
+                           static_cast<epigemm_backend_t>(backend), allow_tf32, given_tensor(given_y));
     thread_state().last_python_device = int(x.get_device());
-    if (!write_pre) return output_object(given_y, std::move(y));
-    PyObject* py_y = output_object(given_y, std::move(y));
-    PyObject* py_pre = py_y == nullptr ? nullptr : output_object(given_pre, std::move(pre));
-    if (py_pre == nullptr) {
-      Py_XDECREF(py_y);
-      return nullptr;
-    }
-    PyObject* pair = PyTuple_Pack(2, py_y, py_pre);  // its own references (nullptr on failure)
-    Py_DECREF(py_y);
-    Py_DECREF(py_pre);
-    return pair;
+    return call_result(given_y, std::move(y), write_pre, given_pre, std::move(pre));
   } catch (const std::exception&) {
     Py_RETURN_NONE;
   }
 }
 
-// last_backend() -> (name, reason) of this thread's last call through python_linear_fprop, as
-// epigemm.last_backend() reports it.
+// linear_dgrad(dY [tokens, out], W [out, in], preact [tokens, in] or None, activation code,
+// bias_grad (None, True or a vector [in]), out [tokens, in] or None, backend code, allow_tf32)
+// -> dX [tokens, in], (dX, bias_grad) when a bias gradient is asked, or None (see above).
+PyObject* python_linear_dgrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  long act = 0, backend = 0;
+  bool allow_tf32 = false;
+  if (nargs != 8 || !plain_cuda_tensor(args[0]) || !plain_cuda_tensor(args[1]) ||
+      (args[2] != Py_None && !plain_cuda_tensor(args[2])) || !read_long(args[3], &act) ||
+      !read_long(args[6], &backend) || !read_bool(args[7], &allow_tf32)) {
+    Py_RETURN_NONE;
+  }
+  const at::Tensor& dy = THPVariable_Unpack(args[0]);
+  const at::Tensor& w = THPVariable_Unpack(args[1]);
+  const at::Tensor pre = given_tensor(args[2]);
+  PyObject* const given_grad = args[4];
+  PyObject* const given_dx = args[5];
+  bool wants_grad = false;
+  if (!operand_pair(dy, w) || dy.size(1) != w.size(0) ||
+      (pre.defined() && !matrix_or_none(args[2], dy.size(0), w.size(1), dy.device())) ||
+      !bias_grad_or_flag(given_grad, w.size(1), dy.device(), &wants_grad) ||
+      !matrix_or_none(given_dx, dy.size(0), w.size(1), dy.device()) ||
+      // Through an activation, or for the bias gradient, the pre-activation is needed: the
+      // generic path says so.
+      ((act != EPIGEMM_ACTIVATION_IDENTITY || wants_grad) && !pre.defined())) {
+    Py_RETURN_NONE;
+  }
+  try {
+    at::Tensor grad = given_grad == Py_True ? at::empty({w.size(1)}, dy.options()) : given_tensor(given_grad);
+    // As the generic path: a pre-activation given is read (the identity's DACT without one).
+    at::Tensor dx = data_gradient(dy, w, pre, static_cast<epigemm_activation_t>(act), grad,
+                                  static_cast<epigemm_backend_t>(backend), allow_tf32, given_tensor(given_dx));
+    thread_state().last_python_device = int(dy.get_device());
+    return call_result(given_dx, std::move(dx), wants_grad, given_grad == Py_True ? Py_None : given_grad,
+                       std::move(grad));
+  } catch (const std::exception&) {
+    Py_RETURN_NONE;
+  }
+}
+
+// linear_wgrad(X [tokens, in], dY [tokens, out], out [out, in] or None, accumulate, bias_grad
+// (None, True or a vector [out]), backend code, allow_tf32) -> dW [out, in], (dW, bias_grad) when a
+// bias gradient is asked, or None (see above).
+PyObject* python_linear_wgrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  long backend = 0;
+  bool accumulate = false, allow_tf32 = false;
+  if (nargs != 7 || !plain_cuda_tensor(args[0]) || !plain_cuda_tensor(args[1]) || !read_bool(args[3], &accumulate) ||
+      !read_long(args[5], &backend) || !read_bool(args[6], &allow_tf32)) {
+    Py_RETURN_NONE;
+  }
+  const at::Tensor& x = THPVariable_Unpack(args[0]);
+  const at::Tensor& dy = THPVariable_Unpack(args[1]);
+  PyObject* const given_dw = args[2];
+  PyObject* const given_grad = args[4];
+  bool wants_grad = false;
+  if (!operand_pair(x, dy) || x.size(0) != dy.size(0) ||
+      !matrix_or_none(given_dw, dy.size(1), x.size(1), x.device()) ||
+      !bias_grad_or_flag(given_grad, dy.size(1), x.device(), &wants_grad) ||
+      (accumulate && given_dw == Py_None)) {  // the generic path says what is missing
+    Py_RETURN_NONE;
+  }
+  try {
+    at::Tensor grad = given_grad == Py_True ? at::empty({dy.size(1)}, x.options()) : given_tensor(given_grad);
+    at::Tensor dw = weight_gradient(x, dy, grad, given_tensor(given_dw), accumulate,
+                                    static_cast<epigemm_backend_t>(backend), allow_tf32);
+    thread_state().last_python_device = int(x.get_device());
+    return call_result(given_dw, std::move(dw), wants_grad, given_grad == Py_True ? Py_None : given_grad,
+                       std::move(grad));
+  } catch (const std::exception&) {
+    Py_RETURN_NONE;
+  }
+}
+
+// last_backend() -> (name, reason) of this thread's last call through python_linear_fprop,
+// _dgrad or _wgrad, as epigemm.last_backend() reports it.
 PyObject* python_last_backend(PyObject*, PyObject*) {
   ThreadState& state = thread_state();
   const auto found = state.contexts.find(state.last_python_device);
@@ -602,11 +721,15 @@ PyObject* python_last_backend(PyObject*, PyObject*) {
 PyMethodDef python_methods[] = {
     {"linear_fprop", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(python_linear_fprop)), METH_FASTCALL,
      "linear_fprop(X, W, bias, activation, save_preact, backend, allow_tf32, out, preact_out) -> Y, (Y, pre) or None"},
+    {"linear_dgrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(python_linear_dgrad)), METH_FASTCALL,
+     "linear_dgrad(dY, W, preact, activation, bias_grad, out, backend, allow_tf32) -> dX, (dX, bias_grad) or None"},
+    {"linear_wgrad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(python_linear_wgrad)), METH_FASTCALL,
+     "linear_wgrad(X, dY, out, accumulate, bias_grad, backend, allow_tf32) -> dW, (dW, bias_grad) or None"},
     {"last_backend", python_last_backend, METH_NOARGS, "last_backend() -> (name, reason) of this thread's last call"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef python_module = {PyModuleDef_HEAD_INIT, "_epigemm_torch_ops",
-                             "epigemm.linear_fprop's path for plain CUDA tensors (epigemm/_ops.py)", -1,
+                             "epigemm.linear_fprop, _dgrad and _wgrad's path for plain CUDA tensors (epigemm/_ops.py)", -1,
                              python_methods, nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace

@@ -623,6 +623,82 @@ def test_calls_on_plain_cuda_tensors_take_the_cpp_path(dtype):
     assert torch.all(pre == 3.0)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gradient_calls_on_plain_cuda_tensors_take_the_cpp_path(dtype):
+    """epigemm.linear_dgrad and linear_wgrad on plain 2-d CUDA tensors take the C++ path as
+    linear_fprop does: bitwise the generic path's results (stream= runs it), the outputs given
+    (out=, a bias_grad vector) returned as the same objects, accumulate adding to out. What that
+    path does not take runs the generic path, which raises the library's message."""
+    cpp_operators_only()
+    cuda_only()
+    from epigemm import _arrays, _ops
+
+    fast = _arrays.adapter(torch.empty(0)).fast
+    stream = torch.cuda.current_stream()
+    torch.manual_seed(12)
+    X = torch.randn(24, 40, device="cuda").to(dtype)
+    W = torch.nn.Parameter(torch.randn(56, 40, device="cuda").to(dtype))
+    dY = torch.randn(24, 56, device="cuda").to(dtype)
+    pre = torch.randn(24, 40, device="cuda").to(dtype)
+
+    def same(got, want):
+        got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+        return len(got) == len(want) and all(torch.equal(g, w) for g, w in zip(got, want))
+
+    for activation, preact, bias_grad in ((None, None, False), ("gelu_tanh", pre, True), ("relu", pre, False),
+                                          (None, pre, True), ("silu", pre, True)):
+        code = _ops.ACTIVATIONS[activation]
+        flag = True if bias_grad else None
+        assert fast.linear_dgrad(dY, W, preact, code, flag, None, 0, False) is not None  # taken
+        got = epigemm.linear_dgrad(dY, W, preact=preact, activation=activation, bias_grad=bias_grad)
+        assert epigemm.last_backend()[0] in ("cuda", "cublaslt", "cutlass")
+        want = epigemm.linear_dgrad(dY, W, preact=preact, activation=activation, bias_grad=bias_grad, stream=stream)
+        assert isinstance(got, tuple) == bias_grad and same(got, want)
+        dX = torch.full((24, 40), 7.0, device="cuda", dtype=dtype)
+        grad = torch.full((40,), 7.0, device="cuda", dtype=dtype) if bias_grad else False
+        result = epigemm.linear_dgrad(dY, W, preact=preact, activation=activation, bias_grad=grad, out=dX)
+        if bias_grad:
+            assert result[0] is dX and result[1] is grad and same(result, want)
+        else:
+            assert result is dX and same(result, want)
+    for bias_grad in (False, True):
+        flag = True if bias_grad else None
+        assert fast.linear_wgrad(X, dY, None, False, flag, 0, False) is not None
+        got = epigemm.linear_wgrad(X, dY, bias_grad=bias_grad)
+        assert epigemm.last_backend()[0] in ("cuda", "cublaslt", "cutlass")
+        want = epigemm.linear_wgrad(X, dY, bias_grad=bias_grad, stream=stream)
+        assert isinstance(got, tuple) == bias_grad and same(got, want)
+        start = torch.randn(56, 40, device="cuda").to(dtype)
+        dW, dW_want = start.clone(), start.clone()
+        grad = torch.full((56,), 7.0, device="cuda", dtype=dtype) if bias_grad else False
+        result = epigemm.linear_wgrad(X, dY, out=dW, accumulate=True, bias_grad=grad)
+        want = epigemm.linear_wgrad(X, dY, out=dW_want, accumulate=True, bias_grad=bias_grad, stream=stream)
+        if bias_grad:
+            assert result[0] is dW and result[1] is grad and same(result, want)
+        else:
+            assert result is dW and same(result, want)
+        assert not torch.equal(dW, start)
+    # A backend asked by name runs there.
+    epigemm.linear_wgrad(X, dY, backend="cuda")
+    assert epigemm.last_backend()[0] == "cuda"
+    # Not taken: an activation without the pre-activation, a bias gradient of the wrong extent,
+    # accumulate without out, mismatched tokens; the generic path raises and writes nothing.
+    assert fast.linear_dgrad(dY, W, None, _ops.ACTIVATIONS["gelu_tanh"], None, None, 0, False) is None
+    with pytest.raises(epigemm.InvalidValueError, match="preact is missing with activation gelu_tanh"):
+        epigemm.linear_dgrad(dY, W, activation="gelu_tanh")
+    short = torch.full((39,), 3.0, device="cuda", dtype=dtype)
+    assert fast.linear_dgrad(dY, W, pre, 0, short, None, 0, False) is None
+    with pytest.raises(epigemm.InvalidValueError):
+        epigemm.linear_dgrad(dY, W, preact=pre, bias_grad=short)
+    assert torch.all(short == 3.0)
+    assert fast.linear_wgrad(X, dY, None, True, None, 0, False) is None
+    with pytest.raises(epigemm.InvalidValueError, match="accumulate=True without out"):
+        epigemm.linear_wgrad(X, dY, accumulate=True)
+    assert fast.linear_wgrad(X[:23], dY, None, False, None, 0, False) is None
+    with pytest.raises(epigemm.InvalidValueError):
+        epigemm.linear_wgrad(X[:23], dY)
+
+
 # ---- what the modules do at the edges: no tokens, second derivatives, the modules an MLP holds ---
 
 def layer_paths(device):
