@@ -48,7 +48,7 @@ class _NumpyArrays(_HostArrays):
     """NumPy arrays. bfloat16 through the ml_dtypes package when it is installed."""
 
     name = "numpy"
-    fast = None  # the C++ path of epigemm.linear_fprop (torch tensors only)
+    fast = None  # the C++ path of linear_fprop, _dgrad and _wgrad (torch tensors only)
 
     def __init__(self):
         import numpy
@@ -146,7 +146,7 @@ class _CupyArrays:
     """CuPy arrays (CUDA device memory); the extension's own device workspace, one per stream."""
 
     name = "cupy"
-    fast = None  # the C++ path of epigemm.linear_fprop (torch tensors only)
+    fast = None  # the C++ path of linear_fprop, _dgrad and _wgrad (torch tensors only)
 
     def __init__(self):
         import cupy
@@ -193,7 +193,7 @@ class _DlpackArrays(_HostArrays):
     extension's own, as for host arrays (_HostArrays' stream, workspace and grow_workspace)."""
 
     name = "dlpack"
-    fast = None  # the C++ path of epigemm.linear_fprop (torch tensors only)
+    fast = None  # the C++ path of linear_fprop, _dgrad and _wgrad (torch tensors only)
 
     def device_of(self, a, name="the first operand"):
         return self.describe(a, name)[4]

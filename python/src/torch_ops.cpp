@@ -505,8 +505,13 @@ at::Tensor mlp_forward_only(const at::Tensor& x, const at::Tensor& w1, const std
 // a failed call) returns None, and _ops.py runs the generic path, which gives the library's
 // message (a refused call has written nothing, so an out= given is untouched).
 
-// The plain tensors this path reads: torch.Tensor and nn.Parameter, on a CUDA device.
-bool plain_cuda_tensor(PyObject* o) { return THPVariable_CheckExact(o) && THPVariable_Unpack(o).is_cuda(); }
+// The plain tensors this path reads: torch.Tensor and nn.Parameter, strided (not sparse, not
+// nested: their sizes and strides would throw outside the calls' try blocks), on a CUDA device.
+bool plain_cuda_tensor(PyObject* o) {
+  if (!THPVariable_CheckExact(o)) return false;
+  const at::Tensor& t = THPVariable_Unpack(o);
+  return t.is_cuda() && t.layout() == at::kStrided && !t.is_nested();
+}
 
 // An optional matrix argument (an output, a saved pre-activation) this path takes: None, or a
 // plain CUDA tensor [rows, cols] on `device` with rows as the C API reads them (its dtype is the C
@@ -618,7 +623,10 @@ PyObject* python_linear_fprop(PyObject*, PyObject* const* args, Py_ssize_t nargs
     Py_RETURN_NONE;  // the generic path checks these and says what is wrong
   }
   try {
-    // forward() raises on a refused or failed call (caught below: None).
+    // The tensors' device current, as the generic path makes it (the C API runs on the current
+    // device); forward() and the gradient functions raise on a refused or failed call (caught
+    // below: None).
+    const c10::DeviceGuard device_guard(x.device());
     // As the generic path: a preact_out given is written even without save_preact.
     const bool write_pre = act != EPIGEMM_ACTIVATION_IDENTITY && (save_preact || given_pre != Py_None);
     at::Tensor pre = given_tensor(given_pre);
@@ -659,6 +667,7 @@ PyObject* python_linear_dgrad(PyObject*, PyObject* const* args, Py_ssize_t nargs
     Py_RETURN_NONE;
   }
   try {
+    const c10::DeviceGuard device_guard(dy.device());  // as in python_linear_fprop
     at::Tensor grad = given_grad == Py_True ? at::empty({w.size(1)}, dy.options()) : given_tensor(given_grad);
     // As the generic path: a pre-activation given is read (the identity's DACT without one).
     at::Tensor dx = data_gradient(dy, w, pre, static_cast<epigemm_activation_t>(act), grad,
@@ -693,6 +702,7 @@ PyObject* python_linear_wgrad(PyObject*, PyObject* const* args, Py_ssize_t nargs
     Py_RETURN_NONE;
   }
   try {
+    const c10::DeviceGuard device_guard(x.device());  // as in python_linear_fprop
     at::Tensor grad = given_grad == Py_True ? at::empty({dy.size(1)}, x.options()) : given_tensor(given_grad);
     at::Tensor dw = weight_gradient(x, dy, grad, given_tensor(given_dw), accumulate,
                                     static_cast<epigemm_backend_t>(backend), allow_tf32);

@@ -572,9 +572,11 @@ def test_calls_on_plain_cuda_tensors_take_the_cpp_path(dtype):
         code = _ops.ACTIVATIONS[activation]
         assert fast.linear_fprop(X, W, bias, code, save_preact, 0, False, None, None) is not None  # taken
         got = epigemm.linear_fprop(X, W, bias, activation=activation, save_preact=save_preact)
+        assert _ops._STATE.last is fast  # set by that path only
         name, reason = epigemm.last_backend()
         assert name in ("cuda", "cublaslt", "cutlass") and reason
         want = epigemm.linear_fprop(X, W, bias, activation=activation, save_preact=save_preact, stream=stream)
+        assert _ops._STATE.last is not fast
         writes_pre = activation is not None and save_preact
         assert isinstance(got, tuple) == writes_pre
         for got_part, want_part in zip(got if writes_pre else (got,), want if writes_pre else (want,)):
@@ -585,13 +587,17 @@ def test_calls_on_plain_cuda_tensors_take_the_cpp_path(dtype):
         assert fast.linear_fprop(X, W, bias, code, save_preact, 0, False, Y, None) is not None
         Y = filled(7.0)
         result = epigemm.linear_fprop(X, W, bias, activation=activation, save_preact=save_preact, out=Y)
+        assert _ops._STATE.last is fast
         if writes_pre:
             assert result[0] is Y and torch.equal(Y, want[0]) and torch.equal(result[1], want[1])
         else:
             assert result is Y and torch.equal(Y, want)
         if activation is not None:
             Y, pre = filled(7.0), filled(7.0)
+            assert fast.linear_fprop(X, W, bias, code, False, 0, False, Y, pre) is not None
+            Y, pre = filled(7.0), filled(7.0)
             result = epigemm.linear_fprop(X, W, bias, activation=activation, save_preact=False, out=Y, preact_out=pre)
+            assert _ops._STATE.last is fast
             assert result[0] is Y and result[1] is pre
             Y_want, pre_want = filled(5.0), filled(5.0)
             epigemm.linear_fprop(X, W, bias, activation=activation, out=Y_want, preact_out=pre_want, stream=stream)
@@ -651,12 +657,17 @@ def test_gradient_calls_on_plain_cuda_tensors_take_the_cpp_path(dtype):
         flag = True if bias_grad else None
         assert fast.linear_dgrad(dY, W, preact, code, flag, None, 0, False) is not None  # taken
         got = epigemm.linear_dgrad(dY, W, preact=preact, activation=activation, bias_grad=bias_grad)
-        assert epigemm.last_backend()[0] in ("cuda", "cublaslt", "cutlass")
+        assert _ops._STATE.last is fast and epigemm.last_backend()[0] in ("cuda", "cublaslt", "cutlass")
         want = epigemm.linear_dgrad(dY, W, preact=preact, activation=activation, bias_grad=bias_grad, stream=stream)
         assert isinstance(got, tuple) == bias_grad and same(got, want)
         dX = torch.full((24, 40), 7.0, device="cuda", dtype=dtype)
         grad = torch.full((40,), 7.0, device="cuda", dtype=dtype) if bias_grad else False
+        assert fast.linear_dgrad(dY, W, preact, code, grad if bias_grad else None, dX, 0, False) is not None
+        dX.fill_(7.0)
+        if bias_grad:
+            grad.fill_(7.0)
         result = epigemm.linear_dgrad(dY, W, preact=preact, activation=activation, bias_grad=grad, out=dX)
+        assert _ops._STATE.last is fast
         if bias_grad:
             assert result[0] is dX and result[1] is grad and same(result, want)
         else:
@@ -665,13 +676,15 @@ def test_gradient_calls_on_plain_cuda_tensors_take_the_cpp_path(dtype):
         flag = True if bias_grad else None
         assert fast.linear_wgrad(X, dY, None, False, flag, 0, False) is not None
         got = epigemm.linear_wgrad(X, dY, bias_grad=bias_grad)
-        assert epigemm.last_backend()[0] in ("cuda", "cublaslt", "cutlass")
+        assert _ops._STATE.last is fast and epigemm.last_backend()[0] in ("cuda", "cublaslt", "cutlass")
         want = epigemm.linear_wgrad(X, dY, bias_grad=bias_grad, stream=stream)
         assert isinstance(got, tuple) == bias_grad and same(got, want)
         start = torch.randn(56, 40, device="cuda").to(dtype)
         dW, dW_want = start.clone(), start.clone()
         grad = torch.full((56,), 7.0, device="cuda", dtype=dtype) if bias_grad else False
+        assert fast.linear_wgrad(X, dY, start.clone(), True, grad if bias_grad else None, 0, False) is not None
         result = epigemm.linear_wgrad(X, dY, out=dW, accumulate=True, bias_grad=grad)
+        assert _ops._STATE.last is fast
         want = epigemm.linear_wgrad(X, dY, out=dW_want, accumulate=True, bias_grad=bias_grad, stream=stream)
         if bias_grad:
             assert result[0] is dW and result[1] is grad and same(result, want)
@@ -697,6 +710,10 @@ def test_gradient_calls_on_plain_cuda_tensors_take_the_cpp_path(dtype):
     assert fast.linear_wgrad(X[:23], dY, None, False, None, 0, False) is None
     with pytest.raises(epigemm.InvalidValueError):
         epigemm.linear_wgrad(X[:23], dY)
+    # Not taken either, and no crash: a sparse CUDA tensor (its strides throw in C++).
+    sparse = torch.randn(56, device="cuda").to(dtype).to_sparse()
+    assert fast.linear_wgrad(X, dY, None, False, sparse, 0, False) is None
+    assert fast.linear_fprop(X, W, sparse, 0, True, 0, False, None, None) is None
 
 
 # ---- what the modules do at the edges: no tokens, second derivatives, the modules an MLP holds ---
