@@ -12,7 +12,9 @@ for; the GPU queue is drained between rounds):
   epigemm.torch      epigemm.torch.linear with X requiring grad (custom operator + autograd)
   autograd.Function  the operation inside a plain torch.autograd.Function, for comparison
   F.linear           torch.nn.functional.linear(X, W, b), for scale
-Median over rounds of `calls` calls each. Overhead = path - C call.
+and the plain data and weight gradients of the same layer (dX = dY W, dW = dY^T X), each against
+its own C call (epigemm_linear_dgrad, epigemm_linear_wgrad), with out= and allocating.
+Median over rounds of `calls` calls each. Overhead = path - its C call.
 
     python python/bench/bench_overhead.py                 # CUDA when there is a GPU, else CPU
     python python/bench/bench_overhead.py --device cpu --library numpy
@@ -30,13 +32,13 @@ from epigemm import _arrays, _ops
 
 def _interleaved(paths, calls, rounds, sync, self_timed):
     """Median seconds per call of each path. Each round times every path in turn (`calls` calls
-    each), so that a change of the machine's load meets all paths alike. The path named
-    `self_timed` makes its `calls` calls itself and returns its time per call."""
+    each), so that a change of the machine's load meets all paths alike. The paths named in
+    `self_timed` make their `calls` calls themselves and return their time per call."""
     per_call = {name: [] for name, _ in paths}
     for _ in range(rounds):
         for name, fn in paths:
             sync()
-            if name == self_timed:
+            if name in self_timed:
                 per_call[name].append(fn())
                 continue
             start = time.perf_counter()
@@ -76,6 +78,9 @@ def measure(library, device_name, tokens, in_features, out_features, dtype_name,
         W = torch.randn(out_features, in_features, device=device).to(dtype)
         b = torch.randn(out_features, device=device).to(dtype)
         Y = torch.empty(tokens, out_features, device=device, dtype=dtype)
+        dY = torch.randn(tokens, out_features, device=device).to(dtype)
+        dX = torch.empty(tokens, in_features, device=device, dtype=dtype)
+        dW = torch.empty(out_features, in_features, device=device, dtype=dtype)
         sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     else:
         if device_name != "cpu":
@@ -86,9 +91,15 @@ def measure(library, device_name, tokens, in_features, out_features, dtype_name,
         W = rng.standard_normal((out_features, in_features)).astype(dtype)
         b = rng.standard_normal(out_features).astype(dtype)
         Y = np.empty((tokens, out_features), dtype)
+        dY = rng.standard_normal((tokens, out_features)).astype(dtype)
+        dX = np.empty((tokens, in_features), dtype)
+        dW = np.empty((out_features, in_features), dtype)
         sync = lambda: None  # noqa: E731
 
-    epigemm.linear_fprop(X, W, b, out=Y)  # warm-up: context, workspace
+    # Warm-up: context, workspaces (the largest of the three passes' kept).
+    epigemm.linear_fprop(X, W, b, out=Y)
+    epigemm.linear_dgrad(dY, W, out=dX)
+    epigemm.linear_wgrad(X, dY, out=dW)
     lib = _arrays.adapter(X)
     dev = lib.device_of(X)
     stream = _ops._stream_of(lib, None, dev)
@@ -97,13 +108,14 @@ def measure(library, device_name, tokens, in_features, out_features, dtype_name,
 
     c_name = "C call (epigemm_linear_fprop), in a C++ loop"
     in_cpp = bool(lib.fast) and dev >= 0  # plain CUDA tensors: python/src/torch_ops.cpp's path
+    read, allocated = (" (read in C++)", " (read and allocated in C++)") if in_cpp else ("", "")
     paths = [
         (c_name, lambda: ctx.time_c_linear_fprop(X, W, b, Y, stream, workspace, calls)),
         ("extension call (operands read in C++ + C call)",
          lambda: ctx.linear_fprop(X, W, b, None, Y, 0, 0, False, stream, workspace)),
-        ("epigemm.linear_fprop(X, W, b, out=Y)" + (" (read in C++)" if in_cpp else ""),
+        ("epigemm.linear_fprop(X, W, b, out=Y)" + read,
          lambda: epigemm.linear_fprop(X, W, b, out=Y)),
-        ("epigemm.linear_fprop(X, W, b)" + (" (read and allocated in C++)" if in_cpp else ""),
+        ("epigemm.linear_fprop(X, W, b)" + allocated,
          lambda: epigemm.linear_fprop(X, W, b)),
     ]
     if library == "torch":
@@ -121,10 +133,25 @@ def measure(library, device_name, tokens, in_features, out_features, dtype_name,
             ("autograd.Function around linear_fprop, X requires grad", lambda: function_linear.apply(Xg, W, b)),
             ("F.linear(X, W, b) (PyTorch, for scale)", lambda: F.linear(X, W, b)),
         ]
-    times = _interleaved(paths, calls, rounds, sync, c_name)
-    c_time = times[c_name]
-    rows = [(name, times[name]) for name, _ in paths]
-    return [(name, t * 1e6, (t - c_time) * 1e6) for name, t in rows], epigemm.last_backend()[0]
+    backend = None
+    rows = []
+    gradient_paths = [
+        ("C call (epigemm_linear_dgrad), in a C++ loop",
+         lambda: ctx.time_c_linear_dgrad(dY, W, dX, stream, workspace, calls)),
+        ("epigemm.linear_dgrad(dY, W, out=dX)" + read, lambda: epigemm.linear_dgrad(dY, W, out=dX)),
+        ("epigemm.linear_dgrad(dY, W)" + allocated, lambda: epigemm.linear_dgrad(dY, W)),
+        ("C call (epigemm_linear_wgrad), in a C++ loop",
+         lambda: ctx.time_c_linear_wgrad(X, dY, dW, stream, workspace, calls)),
+        ("epigemm.linear_wgrad(X, dY, out=dW)" + read, lambda: epigemm.linear_wgrad(X, dY, out=dW)),
+        ("epigemm.linear_wgrad(X, dY)" + allocated, lambda: epigemm.linear_wgrad(X, dY)),
+    ]
+    # The forward's paths, then the gradients' (three paths per pass, its C call first).
+    for group in (paths, gradient_paths[:3], gradient_paths[3:]):
+        baseline = group[0][0]
+        times = _interleaved(group, calls, rounds, sync, {baseline})
+        backend = backend or epigemm.last_backend()[0]
+        rows += [(name, times[name] * 1e6, (times[name] - times[baseline]) * 1e6) for name, _ in group]
+    return rows, backend
 
 
 def main(argv=None):

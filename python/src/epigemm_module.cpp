@@ -674,9 +674,10 @@ class Context {
     });
   }
 
-  // The time of one epigemm_linear_fprop call made directly from C++, `calls` times in a row
-  // with these arguments (no synchronization: on the GPU this is the host's cost to enqueue),
-  // in seconds per call. The baseline of the Python overhead measurement (python/bench).
+  // The time of one C API call made directly from C++, `calls` times in a row with the same
+  // arguments (no synchronization: on the GPU this is the host's cost to enqueue), in seconds per
+  // call: the baselines of the Python overhead measurement (python/bench/bench_overhead.py).
+  // epigemm_linear_fprop with an optional bias.
   double time_c_linear_fprop(nb::handle x, nb::handle w, nb::handle bias, nb::handle y,
                              uintptr_t stream, nb::handle workspace, int calls) {
     Operands ops;
@@ -689,27 +690,75 @@ class Context {
     }
     const epigemm_memory_t mem = ops.memory();
     X.memory = W.memory = Y.memory = B.memory = mem;
+    return time_c_calls("time_c_linear_fprop", LinearQuery::fprop, X.rows, X.cols, W.rows, X.dtype, mem, stream,
+                        workspace, calls, [&](void* ws, size_t ws_bytes) {
+                          return epigemm_linear_fprop(ctx_, &X, &W, has_bias ? &B : nullptr, nullptr, &Y, ws,
+                                                      ws_bytes, reinterpret_cast<void*>(stream));
+                        });
+  }
+
+  // The plain epigemm_linear_dgrad: dX = dY W.
+  double time_c_linear_dgrad(nb::handle dy, nb::handle w, nb::handle dx, uintptr_t stream, nb::handle workspace,
+                             int calls) {
+    Operands ops;
+    epigemm_tensor_t dY{}, W{}, dX{};
+    if (!ops.layer(dy, "dY", false, kMaxDims, &dY) || !ops.layer(w, "W", false, 2, &W) ||
+        !ops.layer(dx, "out", true, kMaxDims, &dX)) {
+      throw std::runtime_error("time_c_linear_dgrad: " + ops.error);
+    }
+    const epigemm_memory_t mem = ops.memory();
+    dY.memory = W.memory = dX.memory = mem;
+    return time_c_calls("time_c_linear_dgrad", LinearQuery::dgrad, dY.rows, W.cols, dY.cols, dY.dtype, mem, stream,
+                        workspace, calls, [&](void* ws, size_t ws_bytes) {
+                          return epigemm_linear_dgrad(ctx_, &dY, &W, nullptr, nullptr, &dX, ws, ws_bytes,
+                                                      reinterpret_cast<void*>(stream));
+                        });
+  }
+
+  // The plain epigemm_linear_wgrad: dW = dY^T X (not accumulated, no bias gradient).
+  double time_c_linear_wgrad(nb::handle x, nb::handle dy, nb::handle dw, uintptr_t stream, nb::handle workspace,
+                             int calls) {
+    Operands ops;
+    epigemm_tensor_t X{}, dY{}, dW{};
+    if (!ops.layer(x, "X", false, kMaxDims, &X) || !ops.layer(dy, "dY", false, kMaxDims, &dY) ||
+        !ops.layer(dw, "out", true, 2, &dW)) {
+      throw std::runtime_error("time_c_linear_wgrad: " + ops.error);
+    }
+    const epigemm_memory_t mem = ops.memory();
+    X.memory = dY.memory = dW.memory = mem;
+    return time_c_calls("time_c_linear_wgrad", LinearQuery::wgrad, X.rows, X.cols, dY.cols, X.dtype, mem, stream,
+                        workspace, calls, [&](void* ws, size_t ws_bytes) {
+                          return epigemm_linear_wgrad(ctx_, &X, &dY, &dW, 0, nullptr, ws, ws_bytes,
+                                                      reinterpret_cast<void*>(stream));
+                        });
+  }
+
+ private:
+  // The timing loop of the time_c_* methods: the pass's workspace, then `calls` calls of
+  // call(workspace, bytes) without the GIL; seconds per call.
+  template <typename Call>
+  double time_c_calls(const char* name, LinearQuery query, int64_t tokens, int64_t in_features, int64_t out_features,
+                      epigemm_dtype_t dtype, epigemm_memory_t mem, uintptr_t stream, nb::handle workspace, int calls,
+                      Call call) {
     DeviceGuard guard(mem == EPIGEMM_MEMORY_DEVICE ? device_ : -1);
     void* ws = nullptr;
     size_t ws_bytes = 0;
-    if (int status = linear_workspace(LinearQuery::fprop, X.rows, X.cols, W.rows, X.dtype, mem, stream, workspace,
-                                      &ws, &ws_bytes)) {
-      throw std::runtime_error("time_c_linear_fprop: no workspace (status " + std::to_string(status) + ")");
+    if (int status = linear_workspace(query, tokens, in_features, out_features, dtype, mem, stream, workspace, &ws,
+                                      &ws_bytes)) {
+      throw std::runtime_error(std::string(name) + ": no workspace (status " + std::to_string(status) + ")");
     }
     nb::gil_scoped_release release;
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < calls; ++i) {
-      if (epigemm_linear_fprop(ctx_, &X, &W, has_bias ? &B : nullptr, nullptr, &Y, ws, ws_bytes,
-                               reinterpret_cast<void*>(stream)) != EPIGEMM_STATUS_SUCCESS) {
+      if (call(ws, ws_bytes) != EPIGEMM_STATUS_SUCCESS) {
         nb::gil_scoped_acquire acquire;
-        throw std::runtime_error(std::string("time_c_linear_fprop: ") + epigemm_context_last_error(ctx_));
+        throw std::runtime_error(std::string(name) + ": " + epigemm_context_last_error(ctx_));
       }
     }
     const auto stop = std::chrono::steady_clock::now();
     return std::chrono::duration<double>(stop - start).count() / calls;
   }
 
- private:
   // A host call computes the whole GEMM before it returns: other Python threads run meanwhile.
   // A device call only enqueues work, too briefly to be worth releasing the GIL.
   template <typename Call>
@@ -958,5 +1007,9 @@ NB_MODULE(_epigemm, m) {
            "epilogue"_a, "activation"_a, "bias"_a.none(), "aux"_a.none(), "aux_is_output"_a, "bias_grad"_a.none(),
            "backend"_a, "allow_tf32"_a, "stream"_a, "workspace"_a.none())
       .def("time_c_linear_fprop", &Context::time_c_linear_fprop, "X"_a, "W"_a, "bias"_a.none(),
-           "Y"_a, "stream"_a, "workspace"_a.none(), "calls"_a);
+           "Y"_a, "stream"_a, "workspace"_a.none(), "calls"_a)
+      .def("time_c_linear_dgrad", &Context::time_c_linear_dgrad, "dY"_a, "W"_a, "dX"_a, "stream"_a,
+           "workspace"_a.none(), "calls"_a)
+      .def("time_c_linear_wgrad", &Context::time_c_linear_wgrad, "X"_a, "dY"_a, "dW"_a, "stream"_a,
+           "workspace"_a.none(), "calls"_a);
 }
