@@ -6,7 +6,7 @@ for; the GPU queue is drained between rounds):
   extension call     the extension's method alone: operands read in C++, then the C call
   ops, out=          epigemm.linear_fprop(X, W, b, out=Y)
   ops, allocating    epigemm.linear_fprop(X, W, b)
-                     (plain CUDA tensors: both read in C++, and allocated there, where the
+                     (plain torch tensors: both read in C++, and allocated there, where the
                      package has its PyTorch operators)
   torch.ops op       torch.ops.epigemm.linear(X, W, b) (the custom operator of epigemm.torch)
   epigemm.torch      epigemm.torch.linear with X requiring grad (custom operator + autograd)
@@ -107,7 +107,7 @@ def measure(library, device_name, tokens, in_features, out_features, dtype_name,
     ctx = _ops._context(dev)
 
     c_name = "C call (epigemm_linear_fprop), in a C++ loop"
-    in_cpp = bool(lib.fast) and dev >= 0  # plain CUDA tensors: python/src/torch_ops.cpp's path
+    in_cpp = bool(lib.fast)  # plain torch tensors: python/src/torch_ops.cpp's path
     read, allocated = (" (read in C++)", " (read and allocated in C++)") if in_cpp else ("", "")
     paths = [
         (c_name, lambda: ctx.time_c_linear_fprop(X, W, b, Y, stream, workspace, calls)),

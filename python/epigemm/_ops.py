@@ -167,7 +167,7 @@ def linear_fprop(X, W, bias=None, *, activation=None, save_preact=True, out=None
     lib = adapter(X)
     fast = lib.fast
     if fast is not None and stream is None:
-        # Plain 2-d CUDA tensors, outputs to allocate or given as such, the current stream: read
+        # Plain 2-d torch tensors, outputs to allocate or given as such, the current stream: read
         # and allocated in C++ (python/src/torch_ops.cpp); None when it does not take the call,
         # which then runs here.
         result = fast.linear_fprop(X, W, bias, _activation_code(activation), save_preact,
@@ -212,7 +212,7 @@ def linear_dgrad(dY, W, *, preact=None, activation=None, bias_grad=False, out=No
     act = _activation_code(activation)
     fast = lib.fast
     if fast is not None and stream is None:
-        # As linear_fprop's: plain 2-d CUDA tensors, read in C++ (None: not taken, run here).
+        # As linear_fprop's: plain 2-d torch tensors, read in C++ (None: not taken, run here).
         result = fast.linear_dgrad(dY, W, preact, act, _flag_or_output(bias_grad), out, BACKENDS.get(backend),
                                    _bool(allow_tf32, "allow_tf32"))
         if result is not None:
@@ -244,7 +244,7 @@ def linear_wgrad(X, dY, *, out=None, accumulate=False, bias_grad=False, backend=
     lib = adapter(X)
     fast = lib.fast
     if fast is not None and stream is None:
-        # As linear_fprop's: plain 2-d CUDA tensors, read in C++ (None: not taken, run here).
+        # As linear_fprop's: plain 2-d torch tensors, read in C++ (None: not taken, run here).
         result = fast.linear_wgrad(X, dY, out, accumulate, _flag_or_output(bias_grad), BACKENDS.get(backend),
                                    _bool(allow_tf32, "allow_tf32"))
         if result is not None:

@@ -495,10 +495,11 @@ at::Tensor mlp_forward_only(const at::Tensor& x, const at::Tensor& w1, const std
                    at::Tensor());
 }
 
-// ---- epigemm.linear_fprop, _dgrad and _wgrad on CUDA tensors, without the generic operand reader -
+// ---- epigemm.linear_fprop, _dgrad and _wgrad on torch tensors, without the generic operand reader -
 // The low-level operations read any array through Python attributes and allocate their outputs
 // from Python (epigemm/_ops.py): 10-13 µs over the C call for a small forward on an H200
-// machine. For the common case, plain 2-d CUDA tensors, outputs to allocate or given as plain
+// machine. For the common case, plain 2-d torch tensors (host or CUDA), the current stream,
+// outputs to allocate or given as plain
 // tensors of the right shape, this reads the tensors in C++ (THPVariable_Unpack), allocates what
 // is missing with at::empty and calls the C API on this thread's context. It never raises:
 // anything it does not take (another tensor type, a layout, a shape or a dtype the call refuses,
@@ -506,19 +507,40 @@ at::Tensor mlp_forward_only(const at::Tensor& x, const at::Tensor& w1, const std
 // message (a refused call has written nothing, so an out= given is untouched).
 
 // The plain tensors this path reads: torch.Tensor and nn.Parameter, strided (not sparse, not
-// nested: their sizes and strides would throw outside the calls' try blocks), on a CUDA device.
-bool plain_cuda_tensor(PyObject* o) {
+// nested: their sizes and strides would throw outside the calls' try blocks), in host memory or
+// on a CUDA device (the calls check that a call's tensors share one).
+bool plain_tensor(PyObject* o) {
   if (!THPVariable_CheckExact(o)) return false;
   const at::Tensor& t = THPVariable_Unpack(o);
-  return t.is_cuda() && t.layout() == at::kStrided && !t.is_nested();
+  return (t.is_cuda() || t.is_cpu()) && t.layout() == at::kStrided && !t.is_nested();
 }
 
+// The device of a call's tensors current (as the generic path makes it: the C API runs on the
+// current device), and, for tensors in host memory, the GIL released while the call runs: a host
+// call computes the whole GEMM before it returns, and other Python threads run meanwhile (as on
+// the generic path). Nothing in the scope touches Python objects.
+class CallScope {
+ public:
+  explicit CallScope(const at::Tensor& like)
+      : device_guard_(like.is_cuda() ? c10::optional<c10::Device>(like.device()) : c10::nullopt),
+        thread_state_(like.is_cuda() ? nullptr : PyEval_SaveThread()) {}
+  ~CallScope() {
+    if (thread_state_ != nullptr) PyEval_RestoreThread(thread_state_);
+  }
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+
+ private:
+  c10::OptionalDeviceGuard device_guard_;
+  PyThreadState* thread_state_;
+};
+
 // An optional matrix argument (an output, a saved pre-activation) this path takes: None, or a
-// plain CUDA tensor [rows, cols] on `device` with rows as the C API reads them (its dtype is the C
+// plain tensor [rows, cols] on `device` with rows as the C API reads them (its dtype is the C
 // API's to check).
 bool matrix_or_none(PyObject* o, int64_t rows, int64_t cols, const at::Device& device) {
   if (o == Py_None) return true;
-  if (!plain_cuda_tensor(o)) return false;
+  if (!plain_tensor(o)) return false;
   const at::Tensor& t = THPVariable_Unpack(o);
   return t.dim() == 2 && t.size(0) == rows && t.size(1) == cols && t.device() == device &&
          has_rows_as_the_c_api_reads_them(t);
@@ -588,11 +610,11 @@ bool read_bool(PyObject* o, bool* value) {
 }
 
 // A bias gradient argument this path takes: None (none), True (allocate one of `extent`), or a
-// plain contiguous CUDA vector [extent] on `device`. Sets *wanted.
+// plain contiguous vector [extent] on `device`. Sets *wanted.
 bool bias_grad_or_flag(PyObject* o, int64_t extent, const at::Device& device, bool* wanted) {
   *wanted = o != Py_None;
   if (o == Py_None || o == Py_True) return true;
-  if (!plain_cuda_tensor(o)) return false;
+  if (!plain_tensor(o)) return false;
   const at::Tensor& t = THPVariable_Unpack(o);
   return t.dim() == 1 && t.size(0) == extent && t.device() == device && (t.stride(0) == 1 || extent <= 1);
 }
@@ -604,8 +626,8 @@ bool bias_grad_or_flag(PyObject* o, int64_t extent, const at::Device& device, bo
 PyObject* python_linear_fprop(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   long act = 0, backend = 0;
   bool save_preact = false, allow_tf32 = false;
-  if (nargs != 9 || !plain_cuda_tensor(args[0]) || !plain_cuda_tensor(args[1]) ||
-      (args[2] != Py_None && !plain_cuda_tensor(args[2])) || !read_long(args[3], &act) ||
+  if (nargs != 9 || !plain_tensor(args[0]) || !plain_tensor(args[1]) ||
+      (args[2] != Py_None && !plain_tensor(args[2])) || !read_long(args[3], &act) ||
       !read_bool(args[4], &save_preact) || !read_long(args[5], &backend) || !read_bool(args[6], &allow_tf32)) {
     Py_RETURN_NONE;
   }
@@ -622,17 +644,17 @@ PyObject* python_linear_fprop(PyObject*, PyObject* const* args, Py_ssize_t nargs
       (given_pre != Py_None && act == EPIGEMM_ACTIVATION_IDENTITY)) {
     Py_RETURN_NONE;  // the generic path checks these and says what is wrong
   }
+  // forward() and the gradient functions raise on a refused or failed call (caught below: None).
   try {
-    // The tensors' device current, as the generic path makes it (the C API runs on the current
-    // device); forward() and the gradient functions raise on a refused or failed call (caught
-    // below: None).
-    const c10::DeviceGuard device_guard(x.device());
     // As the generic path: a preact_out given is written even without save_preact.
     const bool write_pre = act != EPIGEMM_ACTIVATION_IDENTITY && (save_preact || given_pre != Py_None);
-    at::Tensor pre = given_tensor(given_pre);
-    if (write_pre && !pre.defined()) pre = at::empty({x.size(0), w.size(0)}, x.options());
-    at::Tensor y = forward(x, w, bias, static_cast<epigemm_activation_t>(act), pre,
-                           static_cast<epigemm_backend_t>(backend), allow_tf32, given_tensor(given_y));
+    at::Tensor pre = given_tensor(given_pre), y = given_tensor(given_y);
+    {
+      const CallScope scope(x);
+      if (write_pre && !pre.defined()) pre = at::empty({x.size(0), w.size(0)}, x.options());
+      y = forward(x, w, bias, static_cast<epigemm_activation_t>(act), pre, static_cast<epigemm_backend_t>(backend),
+                  allow_tf32, y);
+    }
     thread_state().last_python_device = int(x.get_device());
     return call_result(given_y, std::move(y), write_pre, given_pre, std::move(pre));
   } catch (const std::exception&) {
@@ -646,8 +668,8 @@ PyObject* python_linear_fprop(PyObject*, PyObject* const* args, Py_ssize_t nargs
 PyObject* python_linear_dgrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   long act = 0, backend = 0;
   bool allow_tf32 = false;
-  if (nargs != 8 || !plain_cuda_tensor(args[0]) || !plain_cuda_tensor(args[1]) ||
-      (args[2] != Py_None && !plain_cuda_tensor(args[2])) || !read_long(args[3], &act) ||
+  if (nargs != 8 || !plain_tensor(args[0]) || !plain_tensor(args[1]) ||
+      (args[2] != Py_None && !plain_tensor(args[2])) || !read_long(args[3], &act) ||
       !read_long(args[6], &backend) || !read_bool(args[7], &allow_tf32)) {
     Py_RETURN_NONE;
   }
@@ -667,11 +689,14 @@ PyObject* python_linear_dgrad(PyObject*, PyObject* const* args, Py_ssize_t nargs
     Py_RETURN_NONE;
   }
   try {
-    const c10::DeviceGuard device_guard(dy.device());  // as in python_linear_fprop
-    at::Tensor grad = given_grad == Py_True ? at::empty({w.size(1)}, dy.options()) : given_tensor(given_grad);
-    // As the generic path: a pre-activation given is read (the identity's DACT without one).
-    at::Tensor dx = data_gradient(dy, w, pre, static_cast<epigemm_activation_t>(act), grad,
-                                  static_cast<epigemm_backend_t>(backend), allow_tf32, given_tensor(given_dx));
+    at::Tensor grad = given_grad == Py_True ? at::Tensor() : given_tensor(given_grad), dx = given_tensor(given_dx);
+    {
+      const CallScope scope(dy);
+      if (given_grad == Py_True) grad = at::empty({w.size(1)}, dy.options());
+      // As the generic path: a pre-activation given is read (the identity's DACT without one).
+      dx = data_gradient(dy, w, pre, static_cast<epigemm_activation_t>(act), grad,
+                         static_cast<epigemm_backend_t>(backend), allow_tf32, dx);
+    }
     thread_state().last_python_device = int(dy.get_device());
     return call_result(given_dx, std::move(dx), wants_grad, given_grad == Py_True ? Py_None : given_grad,
                        std::move(grad));
@@ -686,7 +711,7 @@ PyObject* python_linear_dgrad(PyObject*, PyObject* const* args, Py_ssize_t nargs
 PyObject* python_linear_wgrad(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   long backend = 0;
   bool accumulate = false, allow_tf32 = false;
-  if (nargs != 7 || !plain_cuda_tensor(args[0]) || !plain_cuda_tensor(args[1]) || !read_bool(args[3], &accumulate) ||
+  if (nargs != 7 || !plain_tensor(args[0]) || !plain_tensor(args[1]) || !read_bool(args[3], &accumulate) ||
       !read_long(args[5], &backend) || !read_bool(args[6], &allow_tf32)) {
     Py_RETURN_NONE;
   }
@@ -702,10 +727,12 @@ PyObject* python_linear_wgrad(PyObject*, PyObject* const* args, Py_ssize_t nargs
     Py_RETURN_NONE;
   }
   try {
-    const c10::DeviceGuard device_guard(x.device());  // as in python_linear_fprop
-    at::Tensor grad = given_grad == Py_True ? at::empty({dy.size(1)}, x.options()) : given_tensor(given_grad);
-    at::Tensor dw = weight_gradient(x, dy, grad, given_tensor(given_dw), accumulate,
-                                    static_cast<epigemm_backend_t>(backend), allow_tf32);
+    at::Tensor grad = given_grad == Py_True ? at::Tensor() : given_tensor(given_grad), dw = given_tensor(given_dw);
+    {
+      const CallScope scope(x);
+      if (given_grad == Py_True) grad = at::empty({dy.size(1)}, x.options());
+      dw = weight_gradient(x, dy, grad, dw, accumulate, static_cast<epigemm_backend_t>(backend), allow_tf32);
+    }
     thread_state().last_python_device = int(x.get_device());
     return call_result(given_dw, std::move(dw), wants_grad, given_grad == Py_True ? Py_None : given_grad,
                        std::move(grad));
@@ -739,7 +766,7 @@ PyMethodDef python_methods[] = {
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef python_module = {PyModuleDef_HEAD_INIT, "_epigemm_torch_ops",
-                             "epigemm.linear_fprop, _dgrad and _wgrad's path for plain CUDA tensors (epigemm/_ops.py)", -1,
+                             "epigemm.linear_fprop, _dgrad and _wgrad's path for plain torch tensors (epigemm/_ops.py)", -1,
                              python_methods, nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace

@@ -545,27 +545,34 @@ def test_cpp_operators_refuse_what_the_python_path_refuses():
                                   None, torch.randn(4, 8, dtype=torch.float64), None, "gelu_tanh")
 
 
+def _generic_path_stream(device):
+    """A stream= argument that makes epigemm's operations take their generic path (not the C++
+    path of plain torch tensors, which runs on the current stream only)."""
+    return torch.cuda.current_stream() if device == "cuda" else 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_calls_on_plain_cuda_tensors_take_the_cpp_path(dtype):
-    """epigemm.linear_fprop on plain 2-d CUDA tensors, outputs allocated or given (out=,
+def test_calls_on_plain_tensors_take_the_cpp_path(device, dtype):
+    """epigemm.linear_fprop on plain 2-d torch tensors, outputs allocated or given (out=,
     preact_out=), is read in C++ (python/src/torch_ops.cpp): bitwise the results of the generic
     path (which an explicit stream= runs), the objects given are the ones returned, and
     last_backend() tells what ran. A call that path does not take runs the generic path, which
     raises the library's message and leaves the outputs given untouched."""
     cpp_operators_only()
-    cuda_only()
     from epigemm import _arrays, _ops
 
     fast = _arrays.adapter(torch.empty(0)).fast
     assert fast is not None
-    stream = torch.cuda.current_stream()
+    stream = _generic_path_stream(device)
+    backends = ("cuda", "cublaslt", "cutlass") if device == "cuda" else ("cpu", "reference")
     torch.manual_seed(11)
-    X = torch.randn(24, 40, device="cuda").to(dtype)
-    W = torch.nn.Parameter(torch.randn(56, 40, device="cuda").to(dtype))
-    b = torch.randn(56, device="cuda").to(dtype)
+    X = torch.randn(24, 40, device=device).to(dtype)
+    W = torch.nn.Parameter(torch.randn(56, 40, device=device).to(dtype))
+    b = torch.randn(56, device=device).to(dtype)
 
     def filled(value):
-        return torch.full((24, 56), value, device="cuda", dtype=dtype)
+        return torch.full((24, 56), value, device=device, dtype=dtype)
 
     for activation, bias, save_preact in ((None, b, True), ("gelu_tanh", b, True), ("gelu_erf", None, True),
                                           ("relu", b, False)):
@@ -574,7 +581,7 @@ def test_calls_on_plain_cuda_tensors_take_the_cpp_path(dtype):
         got = epigemm.linear_fprop(X, W, bias, activation=activation, save_preact=save_preact)
         assert _ops._STATE.last is fast  # set by that path only
         name, reason = epigemm.last_backend()
-        assert name in ("cuda", "cublaslt", "cutlass") and reason
+        assert name in backends and reason
         want = epigemm.linear_fprop(X, W, bias, activation=activation, save_preact=save_preact, stream=stream)
         assert _ops._STATE.last is not fast
         writes_pre = activation is not None and save_preact
@@ -603,10 +610,11 @@ def test_calls_on_plain_cuda_tensors_take_the_cpp_path(dtype):
             epigemm.linear_fprop(X, W, bias, activation=activation, out=Y_want, preact_out=pre_want, stream=stream)
             assert torch.equal(Y, Y_want) and torch.equal(pre, pre_want)
     # A backend asked by name runs there, with out= too.
-    epigemm.linear_fprop(X, W, b, backend="cuda")
-    assert epigemm.last_backend()[0] == "cuda"
-    epigemm.linear_fprop(X, W, b, backend="cuda", out=filled(0.0))
-    assert epigemm.last_backend()[0] == "cuda"
+    named = "cuda" if device == "cuda" else "reference"
+    epigemm.linear_fprop(X, W, b, backend=named)
+    assert epigemm.last_backend()[0] == named
+    epigemm.linear_fprop(X, W, b, backend=named, out=filled(0.0))
+    assert _ops._STATE.last is fast and epigemm.last_backend()[0] == named
     # Not taken: mismatched columns (a view of W), a transposed X, an out= of the wrong shape or
     # a view without contiguous rows, a preact_out without an activation; the generic path decides.
     assert fast.linear_fprop(X, W[:, :39], None, 0, True, 0, False, None, None) is None
@@ -615,12 +623,12 @@ def test_calls_on_plain_cuda_tensors_take_the_cpp_path(dtype):
     Xt = X.t().contiguous().t()
     assert fast.linear_fprop(Xt, W, b, 0, True, 0, False, None, None) is None
     torch.testing.assert_close(epigemm.linear_fprop(Xt.contiguous(), W, b), epigemm.linear_fprop(X, W, b))
-    wide = torch.full((24, 57), 3.0, device="cuda", dtype=dtype)
+    wide = torch.full((24, 57), 3.0, device=device, dtype=dtype)
     assert fast.linear_fprop(X, W, b, 0, True, 0, False, wide, None) is None
     with pytest.raises(epigemm.InvalidValueError):
         epigemm.linear_fprop(X, W, b, out=wide)
     assert torch.all(wide == 3.0)
-    Y_cols = torch.full((56, 24), 3.0, device="cuda", dtype=dtype).t()
+    Y_cols = torch.full((56, 24), 3.0, device=device, dtype=dtype).t()
     assert fast.linear_fprop(X, W, b, 0, True, 0, False, Y_cols, None) is None
     pre = filled(3.0)
     assert fast.linear_fprop(X, W, b, 0, True, 0, False, None, pre) is None
@@ -629,23 +637,24 @@ def test_calls_on_plain_cuda_tensors_take_the_cpp_path(dtype):
     assert torch.all(pre == 3.0)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_gradient_calls_on_plain_cuda_tensors_take_the_cpp_path(dtype):
-    """epigemm.linear_dgrad and linear_wgrad on plain 2-d CUDA tensors take the C++ path as
+def test_gradient_calls_on_plain_tensors_take_the_cpp_path(device, dtype):
+    """epigemm.linear_dgrad and linear_wgrad on plain 2-d torch tensors take the C++ path as
     linear_fprop does: bitwise the generic path's results (stream= runs it), the outputs given
     (out=, a bias_grad vector) returned as the same objects, accumulate adding to out. What that
     path does not take runs the generic path, which raises the library's message."""
     cpp_operators_only()
-    cuda_only()
     from epigemm import _arrays, _ops
 
     fast = _arrays.adapter(torch.empty(0)).fast
-    stream = torch.cuda.current_stream()
+    stream = _generic_path_stream(device)
+    backends = ("cuda", "cublaslt", "cutlass") if device == "cuda" else ("cpu", "reference")
     torch.manual_seed(12)
-    X = torch.randn(24, 40, device="cuda").to(dtype)
-    W = torch.nn.Parameter(torch.randn(56, 40, device="cuda").to(dtype))
-    dY = torch.randn(24, 56, device="cuda").to(dtype)
-    pre = torch.randn(24, 40, device="cuda").to(dtype)
+    X = torch.randn(24, 40, device=device).to(dtype)
+    W = torch.nn.Parameter(torch.randn(56, 40, device=device).to(dtype))
+    dY = torch.randn(24, 56, device=device).to(dtype)
+    pre = torch.randn(24, 40, device=device).to(dtype)
 
     def same(got, want):
         got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
@@ -657,11 +666,11 @@ def test_gradient_calls_on_plain_cuda_tensors_take_the_cpp_path(dtype):
         flag = True if bias_grad else None
         assert fast.linear_dgrad(dY, W, preact, code, flag, None, 0, False) is not None  # taken
         got = epigemm.linear_dgrad(dY, W, preact=preact, activation=activation, bias_grad=bias_grad)
-        assert _ops._STATE.last is fast and epigemm.last_backend()[0] in ("cuda", "cublaslt", "cutlass")
+        assert _ops._STATE.last is fast and epigemm.last_backend()[0] in backends
         want = epigemm.linear_dgrad(dY, W, preact=preact, activation=activation, bias_grad=bias_grad, stream=stream)
         assert isinstance(got, tuple) == bias_grad and same(got, want)
-        dX = torch.full((24, 40), 7.0, device="cuda", dtype=dtype)
-        grad = torch.full((40,), 7.0, device="cuda", dtype=dtype) if bias_grad else False
+        dX = torch.full((24, 40), 7.0, device=device, dtype=dtype)
+        grad = torch.full((40,), 7.0, device=device, dtype=dtype) if bias_grad else False
         assert fast.linear_dgrad(dY, W, preact, code, grad if bias_grad else None, dX, 0, False) is not None
         dX.fill_(7.0)
         if bias_grad:
@@ -676,12 +685,12 @@ def test_gradient_calls_on_plain_cuda_tensors_take_the_cpp_path(dtype):
         flag = True if bias_grad else None
         assert fast.linear_wgrad(X, dY, None, False, flag, 0, False) is not None
         got = epigemm.linear_wgrad(X, dY, bias_grad=bias_grad)
-        assert _ops._STATE.last is fast and epigemm.last_backend()[0] in ("cuda", "cublaslt", "cutlass")
+        assert _ops._STATE.last is fast and epigemm.last_backend()[0] in backends
         want = epigemm.linear_wgrad(X, dY, bias_grad=bias_grad, stream=stream)
         assert isinstance(got, tuple) == bias_grad and same(got, want)
-        start = torch.randn(56, 40, device="cuda").to(dtype)
+        start = torch.randn(56, 40, device=device).to(dtype)
         dW, dW_want = start.clone(), start.clone()
-        grad = torch.full((56,), 7.0, device="cuda", dtype=dtype) if bias_grad else False
+        grad = torch.full((56,), 7.0, device=device, dtype=dtype) if bias_grad else False
         assert fast.linear_wgrad(X, dY, start.clone(), True, grad if bias_grad else None, 0, False) is not None
         result = epigemm.linear_wgrad(X, dY, out=dW, accumulate=True, bias_grad=grad)
         assert _ops._STATE.last is fast
@@ -692,14 +701,15 @@ def test_gradient_calls_on_plain_cuda_tensors_take_the_cpp_path(dtype):
             assert result is dW and same(result, want)
         assert not torch.equal(dW, start)
     # A backend asked by name runs there.
-    epigemm.linear_wgrad(X, dY, backend="cuda")
-    assert epigemm.last_backend()[0] == "cuda"
+    named = "cuda" if device == "cuda" else "reference"
+    epigemm.linear_wgrad(X, dY, backend=named)
+    assert _ops._STATE.last is fast and epigemm.last_backend()[0] == named
     # Not taken: an activation without the pre-activation, a bias gradient of the wrong extent,
     # accumulate without out, mismatched tokens; the generic path raises and writes nothing.
     assert fast.linear_dgrad(dY, W, None, _ops.ACTIVATIONS["gelu_tanh"], None, None, 0, False) is None
     with pytest.raises(epigemm.InvalidValueError, match="preact is missing with activation gelu_tanh"):
         epigemm.linear_dgrad(dY, W, activation="gelu_tanh")
-    short = torch.full((39,), 3.0, device="cuda", dtype=dtype)
+    short = torch.full((39,), 3.0, device=device, dtype=dtype)
     assert fast.linear_dgrad(dY, W, pre, 0, short, None, 0, False) is None
     with pytest.raises(epigemm.InvalidValueError):
         epigemm.linear_dgrad(dY, W, preact=pre, bias_grad=short)
@@ -711,7 +721,7 @@ def test_gradient_calls_on_plain_cuda_tensors_take_the_cpp_path(dtype):
     with pytest.raises(epigemm.InvalidValueError):
         epigemm.linear_wgrad(X[:23], dY)
     # Not taken either, and no crash: a sparse CUDA tensor (its strides throw in C++).
-    sparse = torch.randn(56, device="cuda").to(dtype).to_sparse()
+    sparse = torch.randn(56, device=device).to(dtype).to_sparse()
     assert fast.linear_wgrad(X, dY, None, False, sparse, 0, False) is None
     assert fast.linear_fprop(X, W, sparse, 0, True, 0, False, None, None) is None
 
