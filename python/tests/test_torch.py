@@ -726,6 +726,42 @@ def test_gradient_calls_on_plain_tensors_take_the_cpp_path(device, dtype):
     assert fast.linear_fprop(X, W, sparse, 0, True, 0, False, None, None) is None
 
 
+def test_threads_calling_the_cpp_path_on_host_tensors_at_once():
+    """The C++ path's host calls release the GIL while they run and each thread has its own
+    context and workspace: four threads calling at once get the single-threaded results, and
+    the refused call of each raises in its own thread."""
+    cpp_operators_only()
+    import threading
+
+    from epigemm import _ops
+
+    torch.manual_seed(13)
+    X, W, dY = torch.randn(64, 32), torch.randn(48, 32), torch.randn(64, 48)
+    want_y, want_dx = epigemm.linear_fprop(X, W), epigemm.linear_dgrad(dY, W)
+    results, errors = [], []
+
+    def work():
+        try:
+            for _ in range(20):
+                results.append((epigemm.linear_fprop(X, W), epigemm.linear_dgrad(dY, W), _ops._STATE.last))
+            try:
+                epigemm.linear_fprop(X, W[:, :5])
+            except epigemm.InvalidValueError as e:
+                errors.append(str(e))
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    fast = _ops.adapter(X).fast
+    assert len(results) == 80
+    assert all(torch.equal(y, want_y) and torch.equal(dx, want_dx) and last is fast for y, dx, last in results)
+    assert errors == ["W has 5 columns; fprop needs in_features = 32 (the columns of X)"] * 4
+
+
 # ---- what the modules do at the edges: no tokens, second derivatives, the modules an MLP holds ---
 
 def layer_paths(device):
