@@ -96,15 +96,23 @@ def measure(library, device_name, tokens, in_features, out_features, dtype_name,
         dW = np.empty((out_features, in_features), dtype)
         sync = lambda: None  # noqa: E731
 
-    # Warm-up: context, workspaces (the largest of the three passes' kept).
-    epigemm.linear_fprop(X, W, b, out=Y)
-    epigemm.linear_dgrad(dY, W, out=dX)
-    epigemm.linear_wgrad(X, dY, out=dW)
     lib = _arrays.adapter(X)
     dev = lib.device_of(X)
     stream = _ops._stream_of(lib, None, dev)
+    # Warm-up: the contexts and workspaces of both paths. stream= runs the generic path, which
+    # grows the array library's workspace that the C calls below are given (the largest of the
+    # three passes'); without it plain torch tensors take the C++ path, which has its own.
+    for given_stream in (stream, None):
+        epigemm.linear_fprop(X, W, b, out=Y, stream=given_stream)
+        epigemm.linear_dgrad(dY, W, out=dX, stream=given_stream)
+        epigemm.linear_wgrad(X, dY, out=dW, stream=given_stream)
     workspace = lib.workspace(dev, stream)
     ctx = _ops._context(dev)
+    # The extension's call returns a status: a refused call (a workspace too small) would be
+    # timed as if it had run.
+    status = ctx.linear_fprop(X, W, b, None, Y, 0, 0, False, stream, workspace)
+    if status:
+        raise RuntimeError(f"the extension's linear_fprop returned status {status}: {ctx.last_error()}")
 
     c_name = "C call (epigemm_linear_fprop), in a C++ loop"
     in_cpp = bool(lib.fast)  # plain torch tensors: python/src/torch_ops.cpp's path

@@ -499,9 +499,9 @@ at::Tensor mlp_forward_only(const at::Tensor& x, const at::Tensor& w1, const std
 // The low-level operations read any array through Python attributes and allocate their outputs
 // from Python (epigemm/_ops.py): 10-13 µs over the C call for a small forward on an H200
 // machine. For the common case, plain 2-d torch tensors (host or CUDA), the current stream,
-// outputs to allocate or given as plain
-// tensors of the right shape, this reads the tensors in C++ (THPVariable_Unpack), allocates what
-// is missing with at::empty and calls the C API on this thread's context. It never raises:
+// outputs to allocate or given as plain tensors of the right shape, this reads the tensors in C++
+// (THPVariable_Unpack), allocates what is missing with at::empty and calls the C API on this
+// thread's context. It never raises:
 // anything it does not take (another tensor type, a layout, a shape or a dtype the call refuses,
 // a failed call) returns None, and _ops.py runs the generic path, which gives the library's
 // message (a refused call has written nothing, so an out= given is untouched).
