@@ -4,7 +4,6 @@ bad arguments raise epigemm errors with the library's message and leave outputs 
 import importlib.metadata
 import pathlib
 import re
-import threading
 import zlib
 
 import numpy as np
@@ -12,6 +11,7 @@ import pytest
 
 import epigemm
 import reference as ref
+from concurrent_calls import failures_in_threads
 
 try:
     import ml_dtypes
@@ -631,21 +631,14 @@ def test_each_thread_has_its_own_context():
     results, errors = [], []
 
     def work():
+        for _ in range(20):
+            results.append(epigemm.linear_fprop(X, W))
         try:
-            for _ in range(20):
-                results.append(epigemm.linear_fprop(X, W))
-            try:
-                epigemm.linear_fprop(X, W[:, :5].copy())
-            except epigemm.InvalidValueError as e:
-                errors.append(str(e))
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(repr(e))
+            epigemm.linear_fprop(X, W[:, :5].copy())
+        except epigemm.InvalidValueError as e:
+            errors.append(str(e))
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    assert failures_in_threads(work, 4) == []
     assert len(results) == 80 and all(np.array_equal(r, want) for r in results)
     assert errors == ["W has 5 columns; fprop needs in_features = 32 (the columns of X)"] * 4
 
