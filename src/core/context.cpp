@@ -1,7 +1,6 @@
 // The dispatcher: which backend runs a call, and why.
 #include "core/context.hpp"
 
-#include <algorithm>
 #include <array>
 #include <string>
 #include <utility>
@@ -89,8 +88,14 @@ Status Context::select(const GemmCall& call, Backend** chosen, Selection* why) c
       candidates[count++] = Candidate{backend.get(), backend->auto_priority(call)};
     }
   }
-  std::stable_sort(candidates.begin(), candidates.begin() + count,
-                   [](const Candidate& x, const Candidate& y) { return x.priority > y.priority; });
+  // Highest priority first, ties kept in registration order: an insertion sort of the few
+  // candidates (std::stable_sort would allocate a temporary buffer on every call).
+  for (size_t i = 1; i < count; ++i) {
+    const Candidate next = candidates[i];
+    size_t j = i;
+    for (; j > 0 && candidates[j - 1].priority < next.priority; --j) candidates[j] = candidates[j - 1];
+    candidates[j] = next;
+  }
   Backend* best = nullptr;
   int best_priority = 0;
   why->declined.clear();

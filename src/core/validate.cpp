@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <ostream>
 #include <sstream>
 #include <string>
 
@@ -67,9 +68,35 @@ Status check_vector(const Vector& v, const char* name) {
   return Status();
 }
 
-// "B has 8 rows; transb = N needs gemm_k = 7 (the columns of A, transa = N)"
+// Where an expected extent comes from, as a message puts it: " (the columns of A, transa = N)";
+// nothing where `dimension` is null. Streamed only into a message, so a call that passes its
+// checks builds no string (validate_gemm_call runs on every call).
+struct ExtentSource {
+  const char* dimension = nullptr;  // "rows" or "columns"
+  const char* operand = nullptr;
+  const char* why = nullptr;  // "transa = N"
+};
+std::ostream& operator<<(std::ostream& out, const ExtentSource& source) {
+  if (source.dimension != nullptr) {
+    out << " (the " << source.dimension << " of " << source.operand << ", " << source.why << ")";
+  }
+  return out;
+}
+
+// The epilogue's label in a message ("GELU_AUX_BIAS", "ACT_BIAS(silu)"), built only when one is.
+struct EpilogueName {
+  epigemm_epilogue_t epilogue;
+  epigemm_activation_t activation;
+};
+std::ostream& operator<<(std::ostream& out, const EpilogueName& name) {
+  return out << epilogue_label(name.epilogue, name.activation);
+}
+
+// "B has 8 rows; transb = N needs gemm_k = 7 (the columns of A, transa = N)". `why` is anything
+// a message can stream (a string, an EpilogueName).
+template <typename Why>
 Status check_extent(const char* name, const char* what, int64_t given, int64_t expected,
-                    const char* expected_name, const char* why, const std::string& source = "") {
+                    const char* expected_name, const Why& why, const ExtentSource& source = ExtentSource()) {
   if (given != expected) {
     return invalid(name, " has ", given, " ", what, "; ", why, " needs ", expected_name, " = ",
                    expected, source);
@@ -170,19 +197,17 @@ Status validate_gemm_call(const GemmCall& call) {
   const bool ta = call.transa == EPIGEMM_OP_T, tb = call.transb == EPIGEMM_OP_T;
   const char* a_why = ta ? "transa = T" : "transa = N";
   const char* b_why = tb ? "transb = T" : "transb = N";
-  const std::string a_tag = std::string(", ") + a_why + ")";
-  const std::string b_tag = std::string(", ") + b_why + ")";
-  const std::string from_m = std::string(" (the ") + (ta ? "columns" : "rows") + " of " + n.a + a_tag;
-  const std::string from_k = std::string(" (the ") + (ta ? "rows" : "columns") + " of " + n.a + a_tag;
-  const std::string from_n = std::string(" (the ") + (tb ? "rows" : "columns") + " of " + n.b + b_tag;
+  const ExtentSource from_m{ta ? "columns" : "rows", n.a, a_why};
+  const ExtentSource from_k{ta ? "rows" : "columns", n.a, a_why};
+  const ExtentSource from_n{tb ? "rows" : "columns", n.b, b_why};
   EPIGEMM_RETURN_IF_ERROR(check_extent(n.a, "rows", call.a.rows, ta ? call.gemm_k : call.gemm_m,
                                        ta ? "gemm_k" : "gemm_m", a_why));
   EPIGEMM_RETURN_IF_ERROR(check_extent(n.a, "columns", call.a.cols, ta ? call.gemm_m : call.gemm_k,
                                        ta ? "gemm_m" : "gemm_k", a_why));
   EPIGEMM_RETURN_IF_ERROR(check_extent(n.b, "rows", call.b.rows, tb ? call.gemm_n : call.gemm_k,
-                                       tb ? "gemm_n" : "gemm_k", b_why, tb ? "" : from_k));
+                                       tb ? "gemm_n" : "gemm_k", b_why, tb ? ExtentSource() : from_k));
   EPIGEMM_RETURN_IF_ERROR(check_extent(n.b, "columns", call.b.cols, tb ? call.gemm_k : call.gemm_n,
-                                       tb ? "gemm_k" : "gemm_n", b_why, tb ? from_k : ""));
+                                       tb ? "gemm_k" : "gemm_n", b_why, tb ? from_k : ExtentSource()));
   EPIGEMM_RETURN_IF_ERROR(check_extent(n.d, "rows", call.d.rows, call.gemm_m, "gemm_m",
                                        "the product", from_m));
   EPIGEMM_RETURN_IF_ERROR(check_extent(n.d, "columns", call.d.cols, call.gemm_n, "gemm_n",
@@ -203,8 +228,7 @@ Status validate_gemm_call(const GemmCall& call) {
 
   // The operands the epilogue's parts use, and no others (epilogue_parts.hpp).
   const EpilogueParts parts = call.parts();
-  const std::string label = epilogue_label(call.epilogue, call.activation);
-  const char* ename = label.c_str();
+  const EpilogueName ename{call.epilogue, call.activation};
   if (parts.reads_bias() != call.has_bias) {
     return call.has_bias
                ? invalid(n.bias, " is set; epilogue ", ename, " does not read a bias (expected none)")
