@@ -501,10 +501,10 @@ at::Tensor mlp_forward_only(const at::Tensor& x, const at::Tensor& w1, const std
 // machine. For the common case, plain 2-d torch tensors (host or CUDA), the current stream,
 // outputs to allocate or given as plain tensors of the right shape, this reads the tensors in C++
 // (THPVariable_Unpack), allocates what is missing with at::empty and calls the C API on this
-// thread's context. It never raises:
-// anything it does not take (another tensor type, a layout, a shape or a dtype the call refuses,
-// a failed call) returns None, and _ops.py runs the generic path, which gives the library's
-// message (a refused call has written nothing, so an out= given is untouched).
+// thread's context. It never raises: anything it does not take (another tensor type, a layout, a
+// shape or a dtype the call refuses, a failed call) returns None, and _ops.py runs the generic
+// path, which gives the library's message (a refused call has written nothing, so an out= given
+// is untouched).
 
 // The plain tensors this path reads: torch.Tensor and nn.Parameter, strided (not sparse, not
 // nested: their sizes and strides would throw outside the calls' try blocks), in host memory or
@@ -680,7 +680,7 @@ PyObject* python_linear_dgrad(PyObject*, PyObject* const* args, Py_ssize_t nargs
   PyObject* const given_dx = args[5];
   bool wants_grad = false;
   if (!operand_pair(dy, w) || dy.size(1) != w.size(0) ||
-      (pre.defined() && !matrix_or_none(args[2], dy.size(0), w.size(1), dy.device())) ||
+      !matrix_or_none(args[2], dy.size(0), w.size(1), dy.device()) ||
       !bias_grad_or_flag(given_grad, w.size(1), dy.device(), &wants_grad) ||
       !matrix_or_none(given_dx, dy.size(0), w.size(1), dy.device()) ||
       // Through an activation, or for the bias gradient, the pre-activation is needed: the
